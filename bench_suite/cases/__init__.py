@@ -1,0 +1,1 @@
+"""The workload catalogue: one module per operator family, collected in CASES."""
