@@ -124,7 +124,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False, default=_json_default) + "\n")
+    text = json.dumps(data, indent=1, default=_json_default)
+    atomic_write_text(path, text + "\n")
 
 
 def _json_default(obj: Any) -> Any:
@@ -300,7 +301,8 @@ def ensure_writable(results_dir: Path) -> None:
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
-        raise ResultsError(f"{results_dir}: results directory is not writable ({e.strerror})") from None
+        raise ResultsError(
+            f"{results_dir}: results directory is not writable ({e.strerror})") from None
 
 
 def recover_latest(results_dir: Path) -> None:

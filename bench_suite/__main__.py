@@ -1,0 +1,215 @@
+"""The command line: `python -m bench_suite list | run | compare | profile` (also `linop-bench`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench_suite.cases.base import DEVICES, DIRECTIONS, SIZE_LABELS
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed as one line, exit 2."""
+
+
+def _split(values: Sequence[str] | None) -> list[str] | None:
+    """`--case a b --case c,d` -> [a, b, c, d]; None when the option was not given."""
+    if not values:
+        return None
+    return [v for item in values for v in item.split(",") if v]
+
+
+def check_choices(kind: str, given: Sequence[str] | None, valid: Sequence[str]) -> None:
+    for value in given or ():
+        if value not in valid:
+            raise UsageError(f"unknown {kind} {value!r} (valid: {', '.join(valid)})")
+
+
+# ----------------------------------------------------------------------------- list
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from bench_suite.cases import CASES, available
+
+    for case in CASES.values():
+        print(f"{case.id}: {case.title}")
+        print(f"  directions: {', '.join(case.directions)}")
+        sizes = ", ".join(
+            f"{s.label} (grid {'x'.join(map(str, s.grid))}"
+            + (f", {s.num_points} points)" if s.num_points else ")")
+            for s in case.sizes
+        )
+        print(f"  sizes: {sizes}")
+        print("  variants:")
+        for v in case.variants:
+            states = []
+            for device in v.devices:
+                reason = available(case, v.id, device)
+                states.append(f"{device}: {'available' if reason is None else reason}")
+            print(f"    {v.id:<18} " + "; ".join(states))
+    return 0
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def _resolve_devices(device: str) -> list[str]:
+    import torch
+
+    if device == "all":
+        return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here "
+                         "(torch.cuda.is_available() is False); use --device cpu")
+    return [device]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bench_suite import environment, runner
+    from bench_suite.cases import CASES
+    from bench_suite.results import ResultsError, RunWriter, ensure_writable, now_iso
+
+    results_dir = Path(args.results_dir)
+    if args.resume:
+        if any([args.case, args.direction, args.size, args.variant]):
+            raise UsageError("--resume continues a run with its own selection; "
+                             "drop --case/--direction/--size/--variant")
+        try:
+            run_dir = _resolve_resume(args.resume, results_dir)
+            ensure_writable(run_dir)
+            writer = RunWriter.resume(run_dir)
+        except ResultsError as e:
+            raise UsageError(str(e)) from None
+        sel = writer.metadata["settings"]
+        machine = writer.metadata["machine"]["label"]
+    else:
+        cases, directions = _split(args.case), _split(args.direction)
+        sizes, variants = _split(args.size), _split(args.variant)
+        check_choices("case", cases, list(CASES))
+        check_choices("direction", directions, DIRECTIONS)
+        check_choices("size", sizes, SIZE_LABELS)
+        all_variants = list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants))
+        check_choices("variant", variants, all_variants)
+        devices = _resolve_devices(args.device)
+        try:
+            threads = runner.parse_threads(args.threads, environment.usable_cores())
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        preset = runner.PRESETS[args.preset]
+        sel = {
+            "preset": preset.name, "cases": cases or list(CASES), "directions": directions,
+            "sizes": sizes or list(preset.sizes), "variants": variants, "devices": devices,
+            "threads": threads, "seed": args.seed, "warmup": preset.num_warmup,
+            "min_runs": preset.min_runs, "min_run_time": preset.min_run_time,
+            "max_run_time": preset.max_run_time, "metric": args.metric,
+        }
+        machine = args.machine or environment.default_machine_label()
+        try:
+            ensure_writable(results_dir)
+        except ResultsError as e:
+            raise UsageError(str(e)) from None
+        sha, dirty, patch = environment.git_state()
+        meta = {**environment.capture(machine, sha, dirty), "started_at": now_iso(),
+                "settings": sel}
+        writer = RunWriter.create(results_dir, meta, patch=patch)
+
+    preset = runner.PRESETS[sel["preset"]]
+    items = runner.plan([CASES[c] for c in sel["cases"]], sel["directions"], sel["sizes"],
+                        sel["variants"], sel["devices"], sel["threads"])
+    if not items:
+        raise UsageError("the selection matches no benchmark (a variant may not run on the "
+                         "chosen device; see `linop-bench list`)")
+    settings = runner.RunSettings(preset=preset, seed=sel["seed"], machine=machine,
+                                  metric_instructions=sel.get("metric") == "instructions")
+    print(f"linop-bench: {len(items)} benchmarks -> {writer.run_dir}", file=sys.stderr)
+    summary = runner.execute(items, writer, settings, progress=not args.no_progress)
+    if summary.interrupted:
+        print(f"linop-bench: interrupted; {len(writer.records)} records kept in {writer.run_dir} "
+              f"(partial, latest/ unchanged). Continue with: linop-bench run --resume "
+              f"{writer.run_dir.name}", file=sys.stderr)
+        return runner.EXIT_INTERRUPTED
+    writer.finish(now_iso(), update_latest=True)
+    print(runner.compare_tables(writer.records))
+    _print_summary(writer, summary)
+    return 0
+
+
+def _resolve_resume(spec: str, results_dir: Path) -> Path:
+    from bench_suite.results import ResultsError, resolve_run
+
+    try:
+        return resolve_run(spec, results_dir)
+    except ResultsError:
+        raise ResultsError(f"--resume {spec}: no such run under {results_dir}") from None
+
+
+def _print_summary(writer, summary) -> None:
+    counts: dict[str, int] = {}
+    for r in writer.records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    timing = writer.metadata.get("timing", {})
+    wall, timed = timing.get("wall_seconds", 0.0), timing.get("timed_seconds", 0.0)
+    share = f"{100 * timed / wall:.0f}%" if wall else "n/a"
+    print(f"linop-bench: {', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}; "
+          f"wall {wall:.1f} s, {timed:.1f} s inside timed calls ({share}); "
+          f"saved to {writer.run_dir} and latest/", file=sys.stderr)
+    for r in writer.records:
+        if r.status in ("failed", "mismatch"):
+            print(f"  {r.status}: {r.case} {r.direction} {r.size_label} {r.variant} {r.device} "
+                  f"t{r.num_threads}: {r.reason}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from bench_suite import compare, profile_cmd, runner
+    from bench_suite.results import DEFAULT_RESULTS_DIR
+
+    parser = argparse.ArgumentParser(
+        prog="linop-bench",
+        description="Benchmarks for NUFFT, Kaiser-Bessel interpolation and block extraction.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="cases, directions, sizes, variants and what runs here")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="validate and time benchmarks, save a run")
+    p.add_argument("--device", default="cpu", choices=[*DEVICES, "all"])
+    p.add_argument("--case", action="append", metavar="ID", help="repeatable, or comma-separated")
+    p.add_argument("--direction", action="append", metavar="DIR")
+    p.add_argument("--size", action="append", metavar="SIZE")
+    p.add_argument("--variant", action="append", metavar="ID")
+    p.add_argument("--threads", default="1,all",
+                   help="thread counts for CPU runs, e.g. 1,all (default) or 1,2,4")
+    p.add_argument("--preset", default="full", choices=sorted(runner.PRESETS))
+    p.add_argument("--metric", default="time", choices=["time", "instructions"],
+                   help="instructions: also count Callgrind instructions (CPU, small size)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--results-dir", default=str(DEFAULT_RESULTS_DIR))
+    p.add_argument("--machine", help="machine label (default: derived from the hardware)")
+    p.add_argument("--resume", metavar="RUN", help="continue a partial run")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+
+    compare.register(sub)
+    profile_cmd.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as e:
+        print(f"linop-bench: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

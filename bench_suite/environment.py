@@ -1,0 +1,158 @@
+"""Environment capture for metadata.json: what a reader needs to judge and reproduce a run."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+# Distribution names of every library whose numbers we publish, keyed as they appear in metadata.
+TRACKED_PACKAGES = {
+    "torch": "torch",
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "numba": "numba",
+    "sigpy": "sigpy",
+    "torchlinops": "torch-named-linops",
+    "cupy": "cupy-cuda12x",
+    "finufft": "finufft",
+    "torchkbnufft": "torchkbnufft",
+    "threadpoolctl": "threadpoolctl",
+}
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata so nothing heavy is imported."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for key, dist in TRACKED_PACKAGES.items():
+        try:
+            versions[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[key] = None
+    if versions["cupy"] is None:
+        for dist in ("cupy-cuda13x", "cupy-cuda11x", "cupy"):
+            try:
+                versions["cupy"] = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return versions
+
+
+def cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else (platform.processor() or platform.machine())
+
+
+def memory_bytes() -> int | None:
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^MemTotal:\s*(\d+) kB", text, re.MULTILINE)
+    return int(match.group(1)) * 1024 if match else None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (the affinity mask), which is what torch uses by default."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def default_machine_label() -> str:
+    """A label derived from the hardware (never the hostname): CPU model slug and core count."""
+    slug = re.sub(r"\(r\)|\(tm\)|cpu|processor|@.*$", "", cpu_model().lower())
+    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-") or platform.machine()
+    return f"{slug}-{usable_cores()}c"
+
+
+def machine_info(label: str) -> dict[str, Any]:
+    return {
+        "label": label,
+        "os": f"{platform.system()} {platform.release()}",
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "arch": platform.machine(),
+        "cores": usable_cores(),
+        "logical_cpus": os.cpu_count(),
+        "memory_bytes": memory_bytes(),
+    }
+
+
+def gpu_info() -> list[dict[str, Any]]:
+    """Name, driver and CUDA version of each visible GPU; empty without CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    driver = _nvidia_smi_driver()
+    return [
+        {
+            "name": torch.cuda.get_device_name(i),
+            "memory_bytes": torch.cuda.get_device_properties(i).total_memory,
+            "driver": driver,
+            "cuda": torch.version.cuda,
+        }
+        for i in range(torch.cuda.device_count())
+    ]
+
+
+def _nvidia_smi_driver() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None
+
+
+def _git(*args: str, cwd: Path | None = None) -> str | None:
+    try:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, timeout=30, check=True, cwd=cwd,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_state(cwd: Path | None = None) -> tuple[str | None, bool, str | None]:
+    """(sha, dirty, patch): the patch holds tracked changes against HEAD when the tree is dirty."""
+    sha = _git("rev-parse", "HEAD", cwd=cwd)
+    if sha is None:
+        return None, False, None
+    status = _git("status", "--porcelain", "--untracked-files=no", cwd=cwd) or ""
+    dirty = bool(status.strip())
+    patch = _git("diff", "HEAD", cwd=cwd) if dirty else None
+    return sha.strip(), dirty, patch
+
+
+def capture(label: str, sha: str | None, dirty: bool) -> dict[str, Any]:
+    """Everything metadata.json records about where and with what a run was measured."""
+    return {
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "machine": machine_info(label),
+        "gpus": gpu_info(),
+        "versions": package_versions(),
+        "env_vars": {k: os.environ[k] for k in sorted(os.environ)
+                     if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "NUMBA_", "TORCHINDUCTOR_"))},
+    }
