@@ -1,0 +1,47 @@
+# linop-bench tasks. Uses .venv/bin/python when the virtual environment exists.
+python := if path_exists(".venv/bin/python") == "true" { ".venv/bin/python" } else { "python3" }
+export NO_MKDOCS_2_WARNING := "1"
+
+# List the recipes.
+default:
+    @just --list
+
+# Lint and run the test suite (GPU tests skip without CUDA).
+test *args:
+    {{python}} -m ruff check .
+    {{python}} -m pytest {{args}}
+
+# Cases, sizes, variants and what is available here.
+list:
+    {{python}} -m bench_suite list
+
+# Full CPU benchmark run (the methodology); extra arguments pass through.
+bench-cpu *args:
+    {{python}} -m bench_suite run --device cpu --preset full {{args}}
+
+# Full benchmark run on the CPU and, where available, CUDA.
+bench-gpu *args:
+    {{python}} -m bench_suite run --device all --preset full {{args}}
+
+# Same as bench-gpu.
+bench *args: (bench-gpu args)
+
+# Compare two runs (directories or archive names).
+bench-compare old new *args:
+    {{python}} -m bench_suite compare {{old}} {{new}} {{args}}
+
+# Regenerate the report pages under docs/benchmarks/ from benchmarks/results/.
+bench-report *args:
+    {{python}} -m reportgen {{args}}
+
+# Build the site into site/ (report first).
+docs: bench-report
+    {{python}} -m mkdocs build --strict
+
+# Serve the site locally with live reload.
+serve: bench-report
+    {{python}} -m mkdocs serve
+
+# Our harness against torch.utils.benchmark on the same workloads.
+harness-check *args:
+    {{python}} benchmarks/harness_check.py {{args}}
