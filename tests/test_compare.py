@@ -1,0 +1,247 @@
+"""compare: verdicts on synthetic runs with known shifts, output formats and exit codes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench_suite import compare, results
+from bench_suite.compare import (
+    FASTER,
+    GONE,
+    NEW,
+    NOT_MEASURED,
+    SAME,
+    SLOWER,
+    STATUS_CHANGED,
+    compare_runs,
+    judge,
+    main,
+    parse_threshold,
+)
+from bench_suite.results import Record, RunWriter
+
+
+def make_record(case: str = "nufft2d", variant: str = "torchlinops", *, median: float = 1e-3,
+                noise: float = 0.01, n: int = 50, seed: int = 0, status: str = "ok",
+                machine: str = "box-2c", device: str = "cpu", size: str = "small",
+                direction: str = "forward", threads: int = 1) -> Record:
+    """A Record whose raw samples are `median` times log-normal noise of relative width `noise`."""
+    rng = np.random.default_rng(seed)
+    times = (median * np.exp(noise * rng.standard_normal(n))).tolist() if status == "ok" else []
+    return Record(case=case, direction=direction, size_label=size, variant=variant, device=device,
+                  num_threads=threads, machine=machine, status=status, problem_size=64 * 64,
+                  grid=[64, 64], times=times, num_runs=len(times),
+                  median=float(np.median(times)) if times else None,
+                  reason=None if status == "ok" else f"{status} on purpose")
+
+
+def write_run(results_dir: Path, records: list[Record], sha: str = "abcdef0123",
+              date: dt.date = dt.date(2025, 1, 1)) -> Path:
+    writer = RunWriter.create(results_dir, {"git_sha": sha, "started_at": f"{date}T00:00:00"},
+                              date=date)
+    for r in records:
+        writer.add(r)
+    writer.finish(results.now_iso(), update_latest=False)
+    return writer.run_dir
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Old and new runs with one record of every verdict kind."""
+    old = [
+        make_record("nufft2d", "torchlinops", median=1e-3, noise=0.01, seed=1),
+        make_record("nufft2d", "sigpy", median=2e-3, noise=0.01, seed=2),
+        make_record("interp2d", "torchlinops", median=5e-4, noise=0.2, seed=3),
+        make_record("interp2d", "sigpy", median=5e-4, noise=0.01, seed=4),
+        make_record("blocks3d", "torchlinops", median=1e-3, seed=5),
+        make_record("nufft3d", "finufft", status="skipped"),
+    ]
+    new = [
+        make_record("nufft2d", "torchlinops", median=1.2e-3, noise=0.01, seed=11),  # 20% slower
+        make_record("nufft2d", "sigpy", median=1.6e-3, noise=0.01, seed=12),  # 20% faster
+        make_record("interp2d", "torchlinops", median=5.1e-4, noise=0.2, seed=13),  # 2%, noisy
+        make_record("interp2d", "sigpy", status="mismatch"),
+        make_record("blocks3d", "sigpy", median=1e-3, seed=6),  # new
+        make_record("nufft3d", "finufft", status="skipped"),
+    ]
+    return (write_run(tmp_path, old, sha="1111111aaa"),
+            write_run(tmp_path, new, sha="2222222bbb", date=dt.date(2025, 1, 2)))
+
+
+def verdicts(cmp: compare.Comparison) -> dict[tuple[str, str], str]:
+    return {(r.case, r.variant): r.verdict for r in cmp.rows}
+
+
+def test_verdicts_for_known_shifts(two_runs):
+    cmp = compare_runs(*two_runs)
+    assert verdicts(cmp) == {
+        ("nufft2d", "torchlinops"): SLOWER,
+        ("nufft2d", "sigpy"): FASTER,
+        ("interp2d", "torchlinops"): SAME,
+        ("interp2d", "sigpy"): STATUS_CHANGED,
+        ("blocks3d", "torchlinops"): GONE,
+        ("blocks3d", "sigpy"): NEW,
+        ("nufft3d", "finufft"): NOT_MEASURED,
+    }
+    slow = next(r for r in cmp.rows if r.verdict == SLOWER)
+    assert slow.ratio == pytest.approx(1.2, rel=0.02)
+    assert slow.p_value < 1e-6
+    assert (slow.n_old, slow.n_new) == (50, 50)
+
+
+def test_geomean_over_pairs_ok_in_both(two_runs):
+    cmp = compare_runs(*two_runs)
+    assert len(cmp.geomeans) == 1
+    gm = cmp.geomeans[0]
+    ok_ratios = [r.ratio for r in cmp.rows if r.old_status == r.new_status == "ok"]
+    assert gm.count == 3 == len(ok_ratios)
+    assert gm.ratio == pytest.approx(float(np.prod(ok_ratios)) ** (1 / 3))
+
+
+def test_threshold_hides_small_but_significant_change():
+    rng = np.random.default_rng(0)
+    old = (1e-3 * np.exp(0.001 * rng.standard_normal(200))).tolist()
+    new = (1.02e-3 * np.exp(0.001 * rng.standard_normal(200))).tolist()
+    assert judge(old, new, threshold=0.05, alpha=0.01).verdict == SAME
+    assert judge(old, new, threshold=0.01, alpha=0.01).verdict == SLOWER
+
+
+def test_all_tied_samples_are_no_change():
+    j = judge([1e-3] * 10, [1e-3] * 10, threshold=0.05, alpha=0.01)
+    assert j.verdict == SAME and j.p_value == 1.0 and j.ratio == 1.0
+
+
+def test_geomean_is_per_machine_and_device(tmp_path):
+    old = [make_record(machine="a", device="cpu", seed=1),
+           make_record(machine="b", device="cpu", seed=2),
+           make_record(machine="b", device="cuda", seed=3)]
+    new = [make_record(machine="a", device="cpu", median=2e-3, seed=4),
+           make_record(machine="b", device="cpu", median=0.5e-3, seed=5),
+           make_record(machine="b", device="cuda", seed=6)]
+    cmp = compare_runs(write_run(tmp_path, old), write_run(tmp_path, new))
+    got = {(g.machine, g.device): g.ratio for g in cmp.geomeans}
+    assert set(got) == {("a", "cpu"), ("b", "cpu"), ("b", "cuda")}
+    assert got["a", "cpu"] == pytest.approx(2.0, rel=0.02)
+    assert got["b", "cpu"] == pytest.approx(0.5, rel=0.02)
+
+
+def test_fail_on_regression_exits_1_and_names_it(two_runs, capsys):
+    old, new = two_runs
+    assert main([str(old), str(new), "--fail-on-regression"]) == 1
+    err = capsys.readouterr().err
+    assert "nufft2d/forward/small/torchlinops" in err and "slower" in err
+    # ok -> mismatch is a correctness regression and is named too.
+    assert "interp2d/forward/small/sigpy" in err and "ok -> mismatch" in err
+    # The faster one and the noisy one are not.
+    assert "nufft2d/forward/small/sigpy" not in err
+    assert "interp2d/forward/small/torchlinops" not in err
+
+
+def test_no_regression_exits_0(tmp_path, capsys):
+    old = write_run(tmp_path, [make_record(seed=1)])
+    new = write_run(tmp_path, [make_record(median=0.8e-3, seed=2)])
+    assert main([str(old), str(new), "--fail-on-regression"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_regression_without_flag_exits_0(two_runs):
+    assert main([str(p) for p in two_runs]) == 0
+
+
+def test_table_output_and_colour(two_runs, capsys):
+    old, new = two_runs
+    main([str(old), str(new)])
+    out = capsys.readouterr().out
+    assert "\033[" not in out  # not a tty
+    assert "[ box-2c | cpu ]" in out and "geometric mean" in out
+    assert "status changed: ok -> mismatch" in out
+    main([str(old), str(new), "--color"])
+    out = capsys.readouterr().out
+    slow_line = next(line for line in out.splitlines() if "slower" in line)
+    fast_line = next(line for line in out.splitlines() if "faster" in line)
+    assert "\033[31m" in slow_line and "\033[32m" in fast_line
+
+
+def test_json_format(two_runs, capsys):
+    assert main([*map(str, two_runs), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["threshold"] == 0.05 and data["alpha"] == 0.01
+    rows = {(r["case"], r["variant"]): r for r in data["rows"]}
+    assert rows["nufft2d", "torchlinops"]["verdict"] == SLOWER
+    assert rows["blocks3d", "sigpy"]["old_status"] is None
+    assert data["geomeans"][0]["count"] == 3
+
+
+def test_markdown_format(two_runs, capsys):
+    assert main([*map(str, two_runs), "--format", "markdown", "--threshold", "10%"]) == 0
+    out = capsys.readouterr().out
+    assert "| case | direction | size |" in out
+    assert "**slower**" in out and "**faster**" in out
+    assert "threshold: 10.0%" in out
+    assert "\033[" not in out
+
+
+def test_runs_by_archive_name(two_runs, capsys):
+    old, new = two_runs
+    code = main([old.name, new.name, "--results-dir", str(old.parent), "--format", "json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["old_run"] == old.name
+
+
+@pytest.mark.parametrize("text, value", [("5%", 0.05), ("0.05", 0.05), ("12.5%", 0.125),
+                                         ("0", 0.0)])
+def test_parse_threshold(text, value):
+    assert parse_threshold(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["5", "abc", "-1%", "150%"])
+def test_bad_threshold_exits_2(text, two_runs, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*map(str, two_runs), "--threshold", text])
+    assert exc.value.code == 2
+    assert "threshold" in capsys.readouterr().err
+
+
+def test_not_a_run_exits_2(tmp_path, two_runs, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty"), str(two_runs[1])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a run directory" in err
+    assert main(["no-such-run", str(two_runs[1]), "--results-dir", str(tmp_path)]) == 2
+    assert "no such run" in capsys.readouterr().err
+
+
+def test_corrupt_results_exits_2(tmp_path, two_runs, capsys):
+    (two_runs[1] / results.RESULTS_FILE).write_text("{not json")
+    assert main([str(p) for p in two_runs]) == 2
+    err = capsys.readouterr().err
+    assert "not valid JSON" in err and "Traceback" not in err
+
+
+def test_different_schema_versions_exit_2(tmp_path, two_runs, capsys, monkeypatch):
+    monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
+    meta_path = two_runs[1] / results.METADATA_FILE
+    meta = json.loads(meta_path.read_text())
+    results.atomic_write_json(meta_path, {**meta, "schema_version": 2})
+    assert main([str(p) for p in two_runs]) == 2
+    assert "schema_version" in capsys.readouterr().err
+
+
+def test_empty_intersection_exits_2(tmp_path, capsys):
+    old = write_run(tmp_path, [make_record(machine="laptop")])
+    new = write_run(tmp_path, [make_record(machine="server")])
+    assert main([str(old), str(new)]) == 2
+    err = capsys.readouterr().err
+    assert "no measurement in common" in err and "laptop" in err and "server" in err
+
+
+def test_run_without_records_exits_2(tmp_path, capsys):
+    old = write_run(tmp_path, [])
+    new = write_run(tmp_path, [make_record()])
+    assert main([str(old), str(new)]) == 2
+    assert "no records" in capsys.readouterr().err
