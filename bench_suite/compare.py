@@ -270,7 +270,9 @@ def format_time(seconds: float | None, unit: tuple[str, float] | None = None) ->
     if seconds is None:
         return "-"
     name, scale = unit or time_unit(seconds)
-    return f"{seconds / scale:.4g} {name}"
+    value = seconds / scale
+    decimals = 3 if value < 10 else 2 if value < 100 else 1 if value < 1000 else 0
+    return f"{value:.{decimals}f} {name}"  # four significant figures in the usual range
 
 
 def time_unit(seconds: float) -> tuple[str, float]:
@@ -281,7 +283,8 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return "ns", 1e-9
 
 
-def _cells(row: Row) -> list[str]:
+def row_cells(row: Row) -> list[str]:
+    """The row as display strings, in HEADERS order; old and new share the old median's unit."""
     unit = time_unit(row.old_median) if row.old_median else None
     ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x ({(row.ratio - 1) * 100:+.1f}%)"
     p = "-" if row.p_value is None else f"{row.p_value:.2g}"
@@ -331,7 +334,7 @@ def format_table(cmp: Comparison, color: bool = False) -> str:
 
     lines = [_header_line(cmp), ""]
     for machine, device, rows, gm in _groups(cmp):
-        body = [_cells(r) for r in rows]
+        body = [row_cells(r) for r in rows]
         widths = [max(len(c) for c in col) for col in zip(HEADERS, *body, strict=True)]
         lines.append(f"[ {machine} | {device} ]")
         lines.append("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True)).rstrip())
@@ -362,7 +365,7 @@ def format_markdown(cmp: Comparison) -> str:
                   "| " + " | ".join(HEADERS) + " |",
                   "|" + "|".join(_MD_ALIGN) + "|"]
         for r in rows:
-            cells = [_md(c) for c in _cells(r)]
+            cells = [_md(c) for c in row_cells(r)]
             if r.verdict in (FASTER, SLOWER):
                 cells[-1] = f"**{cells[-1]}**"
             lines.append("| " + " | ".join(cells) + " |")
