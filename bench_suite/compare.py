@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench_suite import stats
 from bench_suite.results import (
     DEFAULT_RESULTS_DIR,
     IDENTITY_FIELDS,
@@ -124,31 +125,14 @@ def is_broken(row: Row) -> bool:
 
 
 def median(samples: Sequence[float]) -> float | None:
-    if not samples:
-        return None
-    s = sorted(samples)
-    mid = len(s) // 2
-    return float(s[mid]) if len(s) % 2 else 0.5 * (float(s[mid - 1]) + float(s[mid]))
+    return stats.median(samples) if len(samples) else None
 
 
 def mann_whitney_p(old: Sequence[float], new: Sequence[float]) -> float | None:
     """Two-sided Mann-Whitney U p-value; None when a side has no samples, 1.0 when undefined."""
     if not old or not new:
         return None
-    try:
-        from bench_suite.stats import mann_whitney  # the shared helper, once it exists
-    except ImportError:
-        mann_whitney = None
-    if mann_whitney is not None:
-        result = mann_whitney(old, new)
-        p = getattr(result, "pvalue", result)
-        if isinstance(p, tuple):
-            p = p[-1]
-    else:
-        from scipy.stats import mannwhitneyu
-
-        p = mannwhitneyu(old, new, alternative="two-sided").pvalue
-    p = float(p)
+    p = stats.mann_whitney(old, new)
     # All samples tied: the test has nothing to rank, which is "no evidence of a change".
     return 1.0 if math.isnan(p) else p
 
