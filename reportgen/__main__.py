@@ -1,0 +1,70 @@
+"""`python -m reportgen`: results -> charts, tables and Markdown pages under docs/benchmarks/.
+
+Bad input (a run directory without metadata.json, a record with an unknown status, a schema from
+the future, corrupt JSON) is reported as one line naming the file, exit 2; `--skip-bad` reports
+and passes over it instead. No results at all is not an error: the pages then say how to make some.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m reportgen",
+        description="Generate the benchmark report pages from stored results.")
+    p.add_argument("--results-dir", default="benchmarks/results", type=Path,
+                   help="where the run directories are (default: benchmarks/results)")
+    p.add_argument("--docs-dir", default="docs", type=Path,
+                   help="MkDocs docs directory; pages go to DOCS_DIR/benchmarks/ (default: docs)")
+    p.add_argument("--run", action="extend", nargs="+", default=[], metavar="NAME",
+                   help="report these runs (archive names or paths) instead of the newest "
+                        "finished run per machine and device; may name a partial run")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip unreadable runs (listed on stderr and on the overview page)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from bench_suite.results import ResultsError
+    from reportgen import pages
+    from reportgen.load import load_results
+
+    start = time.perf_counter()
+    try:
+        result = load_results(args.results_dir, args.run or None, skip_bad=args.skip_bad)
+    except ResultsError as e:
+        print(f"reportgen: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for line in result.skipped:
+        print(f"reportgen: skipped: {line}", file=sys.stderr)
+    for note in result.notes:
+        print(f"reportgen: note: {note}", file=sys.stderr)
+    if result.empty:
+        print(f"reportgen: no results found in {args.results_dir}; produce some with "
+              "`just bench-cpu` (or `just bench-gpu` on a CUDA machine), then rerun "
+              "`just bench-report`. Writing pages that say so.", file=sys.stderr)
+    try:
+        summary = pages.build(result, args.docs_dir)
+    except OSError as e:
+        print(f"reportgen: error: cannot write under {args.docs_dir}: {e.strerror or e}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    shown = ", ".join(r.run_id for r in result.runs) or "none"
+    print(f"reportgen: {len(result.frame)} records from runs [{shown}] -> "
+          f"{len(summary.pages)} pages, {len(summary.charts)} charts in "
+          f"{Path(args.docs_dir) / 'benchmarks'} ({time.perf_counter() - start:.1f} s)",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
