@@ -137,6 +137,15 @@ def mann_whitney_p(old: Sequence[float], new: Sequence[float]) -> float | None:
     return 1.0 if math.isnan(p) else p
 
 
+def can_reach(n_old: int, n_new: int, alpha: float) -> bool:
+    """Whether the rank test could give p < alpha at all with this many samples.
+
+    The smallest two-sided exact p-value is 2 / C(n_old + n_new, n_old), reached when the two
+    samples do not overlap; with 3 samples a side it is 0.1, so such a pair never shows a change.
+    """
+    return n_old > 0 and n_new > 0 and 2 / math.comb(n_old + n_new, n_old) < alpha
+
+
 def judge(old_times: Sequence[float], new_times: Sequence[float], threshold: float,
           alpha: float) -> Judgement:
     """The single significance rule: significant (p < alpha) and large (|ratio-1| >= threshold)."""
@@ -307,7 +316,13 @@ def _header_line(cmp: Comparison) -> str:
 
 def _summary(cmp: Comparison) -> str:
     counts = {v: sum(r.verdict == v for r in cmp.rows) for v in VERDICTS}
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    text = f"{len(cmp.rows)} measurement(s): " + ", ".join(
+        f"{n} {v}" for v, n in counts.items() if n)
+    weak = [r for r in cmp.rows if r.verdict == SAME and not can_reach(r.n_old, r.n_new, cmp.alpha)]
+    if weak:
+        text += (f"\nnote: {len(weak)} measurement(s) have too few samples for the rank test to "
+                 f"reach p < {cmp.alpha:g}; they cannot show a change")
+    return text
 
 
 def format_table(cmp: Comparison, color: bool = False) -> str:
@@ -330,7 +345,7 @@ def format_table(cmp: Comparison, color: bool = False) -> str:
             lines.append(paint(f"geometric mean of new/old over {gm.count} pair(s) ok in both: "
                                f"{gm.ratio:.3f}x ({(gm.ratio - 1) * 100:+.1f}%)", "geomean"))
         lines.append("")
-    lines.append(f"{len(cmp.rows)} measurement(s): {_summary(cmp)}")
+    lines.append(_summary(cmp))
     return "\n".join(lines) + "\n"
 
 
@@ -357,7 +372,7 @@ def format_markdown(cmp: Comparison) -> str:
             lines.append(f"| **geometric mean** ({gm.count} pairs) | | | | | | | "
                          f"**{gm.ratio:.3f}x ({(gm.ratio - 1) * 100:+.1f}%)** | | |")
         lines.append("")
-    lines.append(f"{len(cmp.rows)} measurement(s): {_summary(cmp)}")
+    lines.append(_summary(cmp))
     return "\n".join(lines) + "\n"
 
 
@@ -443,7 +458,11 @@ def run_compare(args: argparse.Namespace) -> int:
         text = format_markdown(cmp)
     else:
         text = format_table(cmp, color=_use_color(args, sys.stdout))
-    sys.stdout.write(text)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `compare ... | head`: the reader left, which is not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps interpreter exit quiet
     regressions = cmp.regressions()
     if args.fail_on_regression and regressions:
         for r in regressions:

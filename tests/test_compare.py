@@ -245,3 +245,12 @@ def test_run_without_records_exits_2(tmp_path, capsys):
     new = write_run(tmp_path, [make_record()])
     assert main([str(old), str(new)]) == 2
     assert "no records" in capsys.readouterr().err
+
+
+def test_too_few_samples_cannot_show_a_change(tmp_path, capsys):
+    assert not compare.can_reach(3, 3, 0.01) and compare.can_reach(10, 10, 0.01)
+    old = write_run(tmp_path, [make_record(n=3, seed=1)])
+    new = write_run(tmp_path, [make_record(n=3, median=1.5e-3, seed=2)])
+    assert main([str(old), str(new), "--fail-on-regression"]) == 0
+    out = capsys.readouterr().out
+    assert SAME in out and "too few samples" in out
