@@ -28,6 +28,7 @@ from bench_suite.memory import CudaMemoryProbe, CupyPoolProbe, HostMemoryProbe, 
 BLOCK_TARGET_S = 5e-3  # a calibrated block lasts longer than this
 PILOT_CLAMP = (0.01, 0.5)  # the pilot's min_run_time estimate is clamped to this range
 ADAPTIVE_MIN_SAMPLES = 4
+MAX_BLOCK = 2**20  # calibration stops here even if no block reaches 5 ms (a fake clock)
 
 
 class HandlerError(RuntimeError):
@@ -304,7 +305,7 @@ class BaseHandler:
             # (> 5 ms) is a valid sample at the chosen block size, so it is kept.
             n, t = 1, self._time_block(fn, 1)
             pilot, timed = t, t
-            while t <= BLOCK_TARGET_S:
+            while t <= BLOCK_TARGET_S and n < MAX_BLOCK:
                 n *= 2
                 t = self._time_block(fn, n)
                 timed += t

@@ -67,6 +67,20 @@ def test_one_ms_op_calibrates_to_eight_per_block():
     assert res.pilot_seconds == pytest.approx(1 * MS)
 
 
+def test_calibration_of_a_zero_cost_op_terminates():
+    from bench_suite.timing import MAX_BLOCK
+
+    clock = FakeClock()
+    calls = [0]
+
+    def op():
+        calls[0] += 1  # the fake clock never moves
+
+    res = handler(clock).blocked_autorange(op, min_run_time=0.0, min_runs=1, num_warmup=0)
+    assert res.number_per_run == MAX_BLOCK
+    assert res.times == [0.0]
+
+
 @pytest.mark.parametrize(("op_seconds", "expected"), [
     (20 * MS, 0.03),     # > 10 ms: 1.5 x
     (400 * MS, 0.5),     # 1.5 x 0.4 = 0.6, clamped to 0.5
