@@ -35,7 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from bench_suite.results import ResultsError
-    from reportgen import pages
     from reportgen.load import load_results
 
     start = time.perf_counter()
@@ -52,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reportgen: no results found in {args.results_dir}; produce some with "
               "`just bench-cpu` (or `just bench-gpu` on a CUDA machine), then rerun "
               "`just bench-report`. Writing pages that say so.", file=sys.stderr)
+    from reportgen import pages  # matplotlib and jinja2: only once the inputs are known good
+
     try:
         summary = pages.build(result, args.docs_dir)
     except OSError as e:

@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 VARIANT_COLOURS = {
@@ -103,7 +103,7 @@ def _log_axis(axis, formatter) -> None:
     narrow = lo > 0 and hi / lo < 100
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if narrow else (1.0,)))
     axis.set_major_formatter(FuncFormatter(formatter))
-    axis.set_minor_formatter(NullFormatter())
+    axis.set_minor_locator(NullLocator())  # unlabelled minor ticks cost half the drawing time
 
 
 def _single(df: pd.DataFrame, columns: Iterable[str]) -> dict[str, object]:

@@ -8,6 +8,7 @@ Every problem with an input becomes a `ResultsError` naming the file, never a tr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench_suite import stats
 from bench_suite.results import (
     LATEST,
     METADATA_FILE,
@@ -162,6 +164,9 @@ def load_results(results_dir: Path, run_names: Sequence[str] | None = None,
         chosen: dict[tuple[str, str], Run] = {}
         for run in runs:  # a later --run wins for a (machine, device) both measured
             for pair in run.pairs():
+                if pair in chosen and chosen[pair] is not run:
+                    notes.append(f"{pair[0]} / {pair[1]}: run {run.run_id} shown instead of "
+                                 f"{chosen[pair].run_id} (the later --run wins)")
                 chosen[pair] = run
     else:
         runs = _read_all(candidate_dirs(results_dir), skip_bad, skipped)
@@ -197,6 +202,11 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
         meta = run.meta
         for r in records:
             q1, q3 = _quartiles(r.times)
+            if r.times:  # recompute from the raw samples: one definition for every run
+                summary = stats.summarize(r.times)
+                r = dataclasses.replace(r, median=summary["median"], mean=summary["mean"],
+                                        iqr=summary["iqr"], ci_low=summary["ci_low"],
+                                        ci_high=summary["ci_high"], num_runs=summary["num_runs"])
             rows.append({
                 "run_id": run.run_id, "machine": r.machine, "device": r.device, "case": r.case,
                 "direction": r.direction, "size_label": r.size_label,

@@ -1,8 +1,9 @@
 """Markdown tables from the tidy frame: per-case statistics and speedups relative to SigPy.
 
 Numbers are trimmed to the significant figures the samples support, as torch.utils.benchmark's
-Compare does (the IQR-based estimate, 1 to 4 figures), and one time unit is chosen per table from
-its smallest median. A mismatch (result over tolerance) is flagged in the row, never hidden.
+Compare does (`bench_suite.stats.significant_figures`, 1 to 4 figures), and one time unit is
+chosen per table from its smallest median. A mismatch (result over tolerance) is flagged in the
+row, never hidden.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bench_suite import stats
 from reportgen.charts import CASE_ORDER, DIRECTION_ORDER, SIZE_ORDER, VARIANT_ORDER, ordered
 
 BASELINE = "sigpy"
-_MAX_SIGFIGS = 4
-_MIN_CI = 25e-9  # seconds: torch.utils.benchmark's floor on the CI used for significant figures
-NOISE_THRESHOLD = 0.1  # IQR / median above which torch.utils.benchmark warns
+NOISE_THRESHOLD = stats.IQR_WARN_THRESHOLD  # IQR / median above which torch warns
 
 
 @dataclass
@@ -53,20 +53,6 @@ def select_unit(t: float) -> tuple[str, float]:
         return "s", 1.0
     unit = {-3: "ns", -2: "us", -1: "ms"}.get(int(math.log10(t) // 3), "s")
     return unit, {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
-
-
-def significant_figures(times: Sequence[float]) -> int:
-    """torch.utils.benchmark Measurement.significant_figures, from the raw per-call times."""
-    if len(times) == 0:
-        return 1
-    s = np.sort(np.asarray(times, dtype=float))
-    n = len(s)
-    iq = s[n // 4: math.ceil(3 * n / 4)]
-    ci = max(1.645 * float(np.std(iq)) / math.sqrt(len(iq)), _MIN_CI)
-    median = float(np.median(s))
-    if median <= 0:
-        return 1
-    return min(max(int(math.floor(math.log10(median / ci))), 1), _MAX_SIGFIGS)
 
 
 def trim_sigfig(x: float, n: int) -> float:
@@ -153,7 +139,7 @@ def case_table(df: pd.DataFrame, case: str) -> Table:
         mismatch = r["status"] == "mismatch"
         variant = f"**{r['variant']}**" if mismatch else r["variant"]
         if r["median"] > 0:
-            n = significant_figures(r["times"]) if r["times"] else 2
+            n = stats.significant_figures(r["times"]) if r["times"] else 2
             median = format_value(r["median"], scale, n)
             iqr = format_value(r["iqr"], scale, 2) if math.isfinite(r["iqr"]) else "—"
             ci = (f"{format_value(r['ci_low'], scale, n + 1)} – "
