@@ -123,8 +123,11 @@ class RunSummary:
 
 
 def _one_line(exc: BaseException) -> str:
+    """`Type: first line (note; note)`: the handler's notes say where it failed (warmup, timing)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    notes = getattr(exc, "__notes__", None)
+    return f"{line} ({'; '.join(notes)})" if notes else line
 
 
 def _base_record(item: PlanItem, machine: str) -> Record:
