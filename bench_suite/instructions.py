@@ -1,0 +1,126 @@
+"""Callgrind instruction counts through `torch.utils.benchmark.Timer.collect_callgrind`.
+
+Why: wall-clock times on a shared machine are noisy; the number of executed instructions is
+not, so it shows small changes in the CPU code path that timing cannot resolve.
+
+How, and why it takes strings: `collect_callgrind` runs the statement in a fresh Python process
+under valgrind. Globals cross that process boundary only when wrapped in `CopyIfCallgrind` and
+picklable, which the closures a case's `prepare` returns are not. So a benchmark is rebuilt
+*inside* the subprocess by a `setup` string that calls the case catalogue with
+(case, direction, size, variant, seed) -- deterministic by construction -- and the statement is
+`prep.fn(data)`. The setup and the `min(number, 10)` warmup calls run before collection starts
+(so a torch.compile on the first call is not counted, but it is slow under valgrind).
+
+Determinism: Python salts its string hashes per process, which moves dict lookups and so the
+count by ~1% between processes; the child gets `PYTHONHASHSEED=0`. With that, two counts of the
+same statement are equal (measured; see tests/test_instructions.py). Of `repeats=2` collections in
+one process the second is kept: the first still includes one-off interpreter work.
+
+Cost: valgrind starts Python and imports torch in ~40-60 s on this machine before anything is
+counted, so one count of even a trivial statement takes about a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_NUMBER = 10
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class InstructionsUnavailable(Exception):
+    """Instruction counts cannot be collected here (no valgrind, unsupported platform)."""
+
+
+@dataclass(frozen=True)
+class InstructionCount:
+    """Instructions executed by `number` calls of a statement; `per_call` is what we report."""
+
+    total: int
+    number: int
+
+    @property
+    def per_call(self) -> int:
+        return round(self.total / self.number)
+
+
+def check_available() -> None:
+    """Raise InstructionsUnavailable with the reason when callgrind cannot run here."""
+    missing = [c for c in ("valgrind", "callgrind_control", "callgrind_annotate")
+               if shutil.which(c) is None]
+    if missing:
+        raise InstructionsUnavailable(
+            f"valgrind is not installed (missing: {', '.join(missing)}); "
+            "install it with e.g. `apt-get install -y valgrind`")
+    if not sys.platform.startswith("linux"):
+        raise InstructionsUnavailable(f"callgrind counts need Linux, this is {sys.platform}")
+
+
+@contextlib.contextmanager
+def _child_environment() -> Iterator[None]:
+    """torch runs the child as plain `python` and checks it is this interpreter: put this
+    interpreter's directory first on PATH; fix the hash seed; find this package."""
+    saved = {k: os.environ.get(k) for k in ("PATH", "PYTHONHASHSEED", "PYTHONPATH")}
+    try:
+        os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
+                                              saved["PATH"] or ""])
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_REPO_ROOT), saved["PYTHONPATH"]) if p)
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def count_instructions(stmt: str, setup: str = "pass", *, number: int = DEFAULT_NUMBER,
+                       num_threads: int = 1) -> InstructionCount:
+    """Count the instructions of `number` executions of `stmt` after `setup`, in a child
+    process under callgrind. Raises InstructionsUnavailable when valgrind is missing."""
+    check_available()
+    if number < 1:
+        raise ValueError(f"number must be >= 1, got {number}")
+    from torch.utils.benchmark import Timer
+
+    timer = Timer(stmt=stmt, setup=setup, num_threads=num_threads)
+    with _child_environment():
+        try:
+            stats = timer.collect_callgrind(number=number, repeats=2, collect_baseline=False)
+        except OSError as e:
+            if "not supported" in str(e) or "Missing" in str(e):
+                raise InstructionsUnavailable(str(e)) from None
+            raise
+    return InstructionCount(total=int(stats[-1].counts()), number=number)
+
+
+def benchmark_setup(case_id: str, direction: str, size_label: str, variant_id: str,
+                    seed: int, num_threads: int = 1) -> str:
+    """The setup string that rebuilds one benchmark in the callgrind child process."""
+    return "\n".join([
+        "import torch",
+        "try:\n    torch.set_num_interop_threads(1)\nexcept RuntimeError:\n    pass",
+        "from bench_suite.cases import CASES",
+        f"prep = CASES[{case_id!r}].prepare({direction!r}, {size_label!r}, {variant_id!r}, "
+        f"'cpu', {int(num_threads)}, {int(seed)})",
+        "data = prep.data_gen_fn()",
+    ])
+
+
+def instructions_for(case_id: str, direction: str, size_label: str, variant_id: str,
+                     seed: int, *, number: int = DEFAULT_NUMBER) -> int:
+    """Instructions per call of one CPU benchmark, single-threaded (what the runner records).
+
+    The runner calls this for CPU variants at the small size; about a minute per call here,
+    more for torchlinops variants whose first call compiles under valgrind.
+    """
+    setup = benchmark_setup(case_id, direction, size_label, variant_id, seed)
+    return count_instructions("prep.fn(data)", setup, number=number, num_threads=1).per_call
