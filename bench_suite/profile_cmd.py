@@ -135,16 +135,16 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
 
     out = Path(args.out) if args.out else default_out_dir(
         case.id, args.direction, args.size, variant.id, args.device)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise _Usage(f"cannot create output directory {out}: {e.strerror}") from None
     torch.set_num_threads(args.threads)
     try:
         prep = case.prepare(args.direction, args.size, variant.id, args.device, args.threads,
                             args.seed)
     except VariantUnavailable as e:
         raise _Usage(f"{case.id}/{variant.id} on {args.device} is unavailable: {e}") from None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _Usage(f"cannot create output directory {out}: {e.strerror}") from None
 
     t0 = time.perf_counter()
     for _ in range(args.warmup):

@@ -309,8 +309,9 @@ def _write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, separators=(",", ":"))
     if path.suffix == ".gz":
-        # mtime=0: the same profile gives the same bytes (committed files diff cleanly).
-        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        # No name, mtime=0: the same profile gives the same bytes (committed files diff cleanly).
+        with open(path, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb",
+                                                       mtime=0) as f:
             f.write(text.encode("utf-8"))
     else:
         path.write_text(text, encoding="utf-8")
