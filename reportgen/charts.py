@@ -321,6 +321,10 @@ def save(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _threads(n: int) -> str:
+    return f"{n} thread{'s' if n != 1 else ''}"
+
+
 def render_charts(frame: pd.DataFrame, assets_dir: Path) -> list[ChartFile]:
     """Draw and save every chart for every (machine, device, threads) in `frame`."""
     out: list[ChartFile] = []
@@ -336,7 +340,7 @@ def render_charts(frame: pd.DataFrame, assets_dir: Path) -> list[ChartFile]:
             save(bar_chart(g[g["size_label"] == size]), path)
             out.append(ChartFile(path, "bars", machine, device, t, size,
                                  f"Median time per case, {size} size, {machine} {device}, "
-                                 f"{t} threads"))
+                                 f"{_threads(t)}"))
         for metric in METRICS:
             if metric == "memory" and not (g[memory_column(device)[0]] > 0).any():
                 continue
@@ -345,5 +349,5 @@ def render_charts(frame: pd.DataFrame, assets_dir: Path) -> list[ChartFile]:
             save(scaling_chart(g, metric), path)
             out.append(ChartFile(path, metric, machine, device, t, None,
                                  f"{metric.capitalize()} scaling per case, {machine} {device}, "
-                                 f"{t} threads"))
+                                 f"{_threads(t)}"))
     return out

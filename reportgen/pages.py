@@ -32,6 +32,7 @@ class ThreadBlock:
 
     num_threads: int
     speedup: tables.Table | None
+    geomean: list[str]
     bars: list[charts.ChartFile]
     scaling: charts.ChartFile | None
     memory: charts.ChartFile | None
@@ -50,6 +51,7 @@ class Section:
     mismatches: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     noisy: list[str] = field(default_factory=list)
+    memory_notes: list[str] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
@@ -99,11 +101,16 @@ def _section(machine: str, device: str, g: pd.DataFrame, run: Run,
         of_t = [c for c in mine if c.num_threads == t]
         blocks.append(ThreadBlock(
             num_threads=t, speedup=tables.speedup_table(sub),
+            geomean=tables.geomean_summary(sub),
             bars=sorted((c for c in of_t if c.kind == "bars"), key=_size_rank),
             scaling=next((c for c in of_t if c.kind == "time"), None),
             memory=next((c for c in of_t if c.kind == "memory"), None)))
     section = Section(machine, device, run, blocks, tables.case_tables(g),
                       counts=g["status"].value_counts().to_dict())
+    notes = g[g["peak_mem_note"] != ""].groupby("peak_mem_note")["variant"].unique()
+    section.memory_notes = [
+        f"{', '.join(charts.ordered(variants, charts.VARIANT_ORDER))}: {tables.md_escape(note)}"
+        for note, variants in notes.items()]
     for _, r in g.iterrows():
         what = tables.md_escape(_describe(r))
         if r["status"] == "mismatch":

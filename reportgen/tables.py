@@ -31,6 +31,7 @@ class Table:
     rows: list[list[str]]
     unit: str = ""
     notes: list[str] = field(default_factory=list)
+    flagged: bool = False  # holds a mismatch or a failure: shown expanded
 
     @property
     def markdown(self) -> str:
@@ -156,7 +157,8 @@ def case_table(df: pd.DataFrame, case: str) -> Table:
         if r["warnings"]:
             notes.append(f"{r['size_label']} {r['direction']} {r['variant']} "
                          f"t{r['num_threads']}: {md_escape(r['warnings'])}")
-    return Table(title=case, headers=headers, rows=rows, unit=unit, notes=notes)
+    return Table(title=case, headers=headers, rows=rows, unit=unit, notes=notes,
+                 flagged=bool((c["status"] != "ok").any()))
 
 
 def case_tables(df: pd.DataFrame) -> list[Table]:
@@ -170,15 +172,17 @@ def case_tables(df: pd.DataFrame) -> list[Table]:
 def speedups(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """Baseline time / variant time per machine, device, threads, case, direction and size.
 
-    Only records with status ok on both sides give a ratio; a mismatch is kept as NaN with
-    `status` set so a table can say why it is missing.
+    Only records with status ok on both sides give a ratio; otherwise `speedup` is NaN and
+    `status` / `base_status` say why (a missing baseline has base_status "missing").
     """
     keys = ["machine", "device", "num_threads", "case", "direction", "size_label"]
-    base = df[(df["variant"] == baseline) & (df["status"] == "ok") & (df["median"] > 0)]
-    base = base[keys + ["median"]].rename(columns={"median": "base_median"})
+    base = df[df["variant"] == baseline][keys + ["status", "median"]].rename(
+        columns={"median": "base_median", "status": "base_status"})
     others = df[df["variant"] != baseline][keys + ["variant", "status", "median"]]
-    merged = others.merge(base, on=keys, how="inner")
-    good = (merged["status"] == "ok") & (merged["median"] > 0)
+    merged = others.merge(base, on=keys, how="left")
+    merged["base_status"] = merged["base_status"].fillna("missing")
+    good = ((merged["status"] == "ok") & (merged["median"] > 0)
+            & (merged["base_status"] == "ok") & (merged["base_median"] > 0))
     merged["speedup"] = np.where(good, merged["base_median"] / merged["median"].where(good),
                                  np.nan)
     return merged
@@ -212,6 +216,8 @@ def speedup_table(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
                     row = g[g["variant"] == v]
                     if row.empty:
                         cells.append("")
+                    elif row.iloc[0]["base_status"] != "ok":
+                        cells.append(f"— ({baseline} {row.iloc[0]['base_status']})")
                     elif row.iloc[0]["status"] == "mismatch":
                         cells.append("**⚠ mismatch**")
                     elif row.iloc[0]["status"] != "ok":
@@ -227,6 +233,15 @@ def speedup_table(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
     return Table(title=f"speedup over {baseline}", headers=headers, rows=rows,
                  notes=[f"{baseline} time / variant time: above 1× the variant is faster. "
                         "Only pairs where both results passed validation count."])
+
+
+def geomean_summary(df: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
+    """`variant 1.23× (n=12)` per variant: geometric-mean speedup over the validated pairs."""
+    s = speedups(df, baseline)
+    s = s[s["speedup"].notna()]
+    return [f"{v} **{format_ratio(geomean(s[s['variant'] == v]['speedup']))}** "
+            f"(n={int((s['variant'] == v).sum())})"
+            for v in ordered(s["variant"], VARIANT_ORDER)]
 
 
 def headline(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:

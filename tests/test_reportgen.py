@@ -109,12 +109,16 @@ def test_speedup_is_sigpy_over_variant_with_geometric_mean_and_mismatch_excluded
         {"variant": "torchlinops", "median": 0.5, "size_label": "large"},
         {"variant": "sigpy", "median": 2.0, "case": "interp2d"},
         {"variant": "torchlinops", "median": 0.01, "case": "interp2d", "status": "mismatch"},
+        {"variant": "sigpy", "median": math.nan, "case": "blocks3d", "status": "failed"},
+        {"variant": "torchlinops", "median": 0.3, "case": "blocks3d"},
     ])
     table = tables.speedup_table(df)
     text = table.markdown
     assert "2.00×" in text and "4.00×" in text
     assert "mismatch" in text  # flagged, and its 200x ratio is not in the mean
     assert "200" not in text
+    # a failed baseline keeps its row and says why there is no ratio
+    assert "| blocks3d | forward | small | — (sigpy failed) |" in text
     assert f"**{math.sqrt(8):.2f}×** (n=2)" in text
 
 
