@@ -257,13 +257,13 @@ class ProfileData:
         names = out["Event"].map(lambda s: s if len(s) <= 60 else s[:57] + "...")
         width = max(names.map(len).max(), len("Event"))
         out["Event"] = names.map(lambda s: s.ljust(width))
-        text = out.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+        text = out.to_string(index=False, float_format=lambda v: f"{v:.3f}", justify="left")
         return "\n".join([*head, "", text]) + "\n"
 
     def top_ops(self, n: int = 10, sorted_key: str = "default") -> list[dict[str, Any]]:
         """The first `n` operators (step ranges and other user annotations left out)."""
         table = self.table(sorted_key, thread_detail=False)
-        table = table[table["kind"] == "op"].head(n)
+        table = table[(table["kind"] == "op") & ~table["name"].map(_is_annotation)].head(n)
         return table.drop(columns=["kind"]).to_dict(orient="records")
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -342,13 +342,18 @@ def load_profile(path: str | os.PathLike[str]) -> ProfileData:
                        meta=dict(data.get("meta", {})))
 
 
+def _is_annotation(name: str) -> bool:
+    """Ranges rather than operators: our step marks and torch.compile's "## Call ... ##"."""
+    return name.startswith(STEP_PREFIX) or name.startswith("## ")
+
+
 def _rows_from_events(events: Any) -> list[dict[str, Any]]:
     """torch FunctionEvents -> plain rows (times in microseconds, relative to the first)."""
     rows = []
     for e in events:
         device = "cuda" if str(e.device_type).endswith("CUDA") else "cpu"
         kind = ("python" if getattr(e, "is_python_function", False)
-                else "user_annotation" if e.is_user_annotation or e.name.startswith(STEP_PREFIX)
+                else "user_annotation" if e.is_user_annotation or _is_annotation(e.name)
                 else "kernel" if device == "cuda" else "op")
         row = {
             "name": e.name, "thread": int(e.thread), "kind": kind, "device": device,

@@ -1,0 +1,199 @@
+"""The profiles page: where the time goes inside torchlinops, and Callgrind instruction counts.
+
+Reads only stored files: the committed profiles under `benchmarks/profiles/<name>/` (meta.json +
+profile.json.gz + the trace, written by `linop-bench profile`) and the result runs. Each trace is
+copied into `docs/benchmarks/assets/profiles/` so MkDocs serves it for download; files there that
+this page no longer links are removed (this module owns that folder).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from bench_suite.profiler import load_profile
+from bench_suite.results import ResultsError, atomic_write_text
+from reportgen.load import candidate_dirs, read_run
+from reportgen.tables import md_escape
+
+TEMPLATES = Path(__file__).parent / "templates"
+PAGE = "profiles.md"
+ASSETS = Path("assets") / "profiles"
+SIZE_LABEL = "medium"
+VARIANTS = ("torchlinops", "torchlinops-linop")
+TOP_N = 10
+CASE_ORDER = ("nufft2d", "nufft3d", "interp2d", "interp3d", "blocks3d")
+TRACE_NAMES = ("trace.json.gz", "trace.json")
+
+
+@dataclass
+class OpRow:
+    name: str
+    calls_per_step: float
+    self_ms: float  # self CPU per step
+    total_ms: float  # inclusive CPU per step
+    share: float  # of all self CPU time in the profile
+
+
+@dataclass
+class ProfileEntry:
+    """One committed profile, summarised for the page."""
+
+    name: str
+    meta: dict[str, Any]
+    ops: list[OpRow]
+    trace_link: str | None
+    ops_link: str | None
+    step_ms: tuple[float, float, float] | None  # one profiled call: (min, median, max) ms
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def case(self) -> str:
+        return str(self.meta.get("case", "?"))
+
+    @property
+    def direction(self) -> str:
+        return str(self.meta.get("direction", "?"))
+
+    @property
+    def variant(self) -> str:
+        return str(self.meta.get("variant", "?"))
+
+
+@dataclass
+class InstructionRow:
+    case: str
+    direction: str
+    size_label: str
+    variant: str
+    num_threads: int
+    instructions: int
+
+
+def _summarise(path: Path, meta: dict[str, Any],
+               ) -> tuple[list[OpRow], tuple[float, float, float] | None]:
+    data = load_profile(path / "profile.json.gz")
+    steps = max(len(data.steps()), 1)
+    everything = sum(r["self_cpu_us"] for r in data.rows if r.get("kind") != "python") or 1.0
+    rows = [OpRow(name=str(op["name"]), calls_per_step=op["calls"] / steps,
+                  self_ms=op["self_cpu"] / steps / 1000.0, total_ms=op["total"] / steps / 1000.0,
+                  share=100.0 * op["self_cpu"] / everything)
+            for op in data.top_ops(TOP_N, "default")]
+    fn_range = f"{meta.get('variant')}.fn"
+    per_step = sorted(r["cpu_us"] / 1000.0 for r in data.rows if r["name"] == fn_range)
+    step_ms = ((per_step[0], per_step[len(per_step) // 2], per_step[-1]) if per_step
+               else None)
+    return rows, step_ms
+
+
+def collect_profiles(profiles_dir: Path, assets_dir: Path | None = None,
+                     size_label: str = SIZE_LABEL, variants: tuple[str, ...] = VARIANTS,
+                     ) -> tuple[list[ProfileEntry], list[str], list[Path]]:
+    """Committed profiles of `variants` at `size_label` on the CPU, with their traces copied
+    into `assets_dir`; returns (entries, problems with unreadable profiles, files written)."""
+    entries: list[ProfileEntry] = []
+    problems: list[str] = []
+    written: list[Path] = []
+    if not Path(profiles_dir).is_dir():
+        return entries, problems, written
+    for path in sorted(p for p in Path(profiles_dir).iterdir() if p.is_dir()):
+        meta_file = path / "meta.json"
+        if not meta_file.exists():
+            continue
+        try:
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            if not isinstance(meta, dict):
+                raise ValueError(f"{meta_file}: expected a JSON object")
+            if (meta.get("size_label") != size_label or meta.get("variant") not in variants
+                    or meta.get("device") != "cpu"):
+                continue
+            ops, step_ms = _summarise(path, meta)
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            problems.append(f"{path.name}: {e}")
+            continue
+        trace_link = ops_link = None
+        if assets_dir is not None:
+            assets_dir.mkdir(parents=True, exist_ok=True)
+            trace = next((path / n for n in TRACE_NAMES if (path / n).exists()), None)
+            if trace is not None:
+                target = assets_dir / f"{path.name}.{trace.name}"
+                shutil.copyfile(trace, target)
+                written.append(target)
+                trace_link = (ASSETS / target.name).as_posix()
+            if (path / "ops.txt").exists():
+                target = assets_dir / f"{path.name}.ops.txt"
+                shutil.copyfile(path / "ops.txt", target)
+                written.append(target)
+                ops_link = (ASSETS / target.name).as_posix()
+        entries.append(ProfileEntry(name=path.name, meta=meta, ops=ops, trace_link=trace_link,
+                                    ops_link=ops_link, step_ms=step_ms,
+                                    notes=[str(n) for n in meta.get("notes", [])]))
+    order = {c: i for i, c in enumerate(CASE_ORDER)}
+    entries.sort(key=lambda e: (order.get(e.case, len(order)), e.case,
+                                e.direction != "forward", variants.index(e.variant)
+                                if e.variant in variants else len(variants)))
+    return entries, problems, written
+
+
+def newest_instructions(results_dir: Path) -> tuple[str | None, list[InstructionRow]]:
+    """The newest readable run whose records carry instruction counts, and those records."""
+    runs = []
+    for path in candidate_dirs(Path(results_dir)):
+        try:
+            runs.append(read_run(path))
+        except ResultsError:
+            continue  # the result pages report unreadable runs; this page needs none of them
+    for run in sorted(runs, key=lambda r: (r.started_at, r.run_id), reverse=True):
+        rows = [InstructionRow(r.case, r.direction, r.size_label, r.variant, r.num_threads,
+                               int(r.instructions))
+                for r in run.records if r.instructions is not None]
+        if rows:
+            order = {c: i for i, c in enumerate(CASE_ORDER)}
+            rows.sort(key=lambda x: (order.get(x.case, len(order)), x.case,
+                                     x.direction != "forward", x.size_label, x.variant))
+            return run.run_id, rows
+    return None, []
+
+
+def _group(entries: list[ProfileEntry]) -> list[tuple[str, list[tuple[str, list[ProfileEntry]]]]]:
+    """case -> direction -> entries, in page order."""
+    cases: dict[str, dict[str, list[ProfileEntry]]] = {}
+    for e in entries:
+        cases.setdefault(e.case, {}).setdefault(e.direction, []).append(e)
+    return [(c, list(dirs.items())) for c, dirs in cases.items()]
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env.filters["md"] = md_escape
+    env.filters["ms"] = lambda v: "—" if v is None else f"{v:.3g}"
+    env.filters["count"] = lambda v: f"{v:,}"
+    return env
+
+
+def write_profiles_page(results_dir: Path, profiles_dir: Path, docs_dir: Path) -> Path:
+    """Render docs/benchmarks/profiles.md (and copy the traces it links); returns its path."""
+    page_dir = Path(docs_dir) / "benchmarks"
+    assets_dir = page_dir / ASSETS
+    entries, problems, written = collect_profiles(Path(profiles_dir), assets_dir)
+    if assets_dir.is_dir():
+        keep = {p.resolve() for p in written}
+        for stale in assets_dir.iterdir():
+            if stale.is_file() and stale.resolve() not in keep:
+                stale.unlink()
+    run_id, instructions = newest_instructions(Path(results_dir))
+    text = _env().get_template("profiles.md.j2").render(
+        groups=_group(entries), entries=entries, problems=problems, size_label=SIZE_LABEL,
+        variants=VARIANTS, top_n=TOP_N, profiles_dir=Path(profiles_dir).as_posix(),
+        instructions=instructions, instructions_run=run_id)
+    page_dir.mkdir(parents=True, exist_ok=True)
+    out = page_dir / PAGE
+    atomic_write_text(out, text)
+    return out
