@@ -1,9 +1,9 @@
 """Markdown tables from the tidy frame: per-case statistics and speedups relative to SigPy.
 
 Numbers are trimmed to the significant figures the samples support, as torch.utils.benchmark's
-Compare does (`bench_suite.stats.significant_figures`, 1 to 4 figures), and one time unit is
-chosen per table from its smallest median. A mismatch (result over tolerance) is flagged in the
-row, never hidden.
+Compare does (`bench_suite.stats.significant_figures`, with a floor of 2 figures), and one time
+unit is chosen per table from its smallest median. A mismatch (result over tolerance) is flagged
+in the row, never hidden.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from bench_suite import stats
 from reportgen.charts import CASE_ORDER, DIRECTION_ORDER, SIZE_ORDER, VARIANT_ORDER, ordered
 
 BASELINE = "sigpy"
+MIN_SIGFIGS = 2
 NOISE_THRESHOLD = stats.IQR_WARN_THRESHOLD  # IQR / median above which torch warns
 
 
@@ -140,7 +141,9 @@ def case_table(df: pd.DataFrame, case: str) -> Table:
         mismatch = r["status"] == "mismatch"
         variant = f"**{r['variant']}**" if mismatch else r["variant"]
         if r["median"] > 0:
-            n = stats.significant_figures(r["times"]) if r["times"] else 2
+            # torch's estimate, but never one figure: "4000" for a median of 4.2 ms with a CI
+            # of 4.1-4.5 ms reads as a contradiction.
+            n = max(stats.significant_figures(r["times"]) if r["times"] else 2, MIN_SIGFIGS)
             median = format_value(r["median"], scale, n)
             iqr = format_value(r["iqr"], scale, 2) if math.isfinite(r["iqr"]) else "—"
             ci = (f"{format_value(r['ci_low'], scale, n + 1)} – "
