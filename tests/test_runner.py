@@ -1,0 +1,161 @@
+"""The runner and the `run` command on fake cases: isolation, statuses, interrupt and resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench_suite import __main__ as cli
+from bench_suite import results, runner
+from bench_suite.cases.base import Case, Prepared, Size, Validation, Variant, VariantUnavailable
+
+SIZES = (Size("small", (8, 8), 64), Size("medium", (16, 16), 256))
+VARIANTS = (
+    Variant("good", ("cpu",)),
+    Variant("wrong", ("cpu",)),
+    Variant("boom", ("cpu",)),
+    Variant("absent", ("cpu",)),
+    Variant("gpu-only", ("cuda",)),
+)
+
+
+class Interrupts:
+    """Makes the `good` variant raise KeyboardInterrupt on chosen calls of prepare."""
+
+    def __init__(self, at: set[int] | None = None):
+        self.at, self.calls = at or set(), 0
+
+
+def make_case(interrupts: Interrupts | None = None) -> Case:
+    interrupts = interrupts or Interrupts()
+
+    def prepare(direction, size_label, variant, device, num_threads, seed):
+        if variant == "absent":
+            raise VariantUnavailable("fakelib is not installed")
+        if variant == "boom":
+            raise RuntimeError("kernel exploded\nsecond line of detail")
+        if variant == "good":
+            interrupts.calls += 1
+            if interrupts.calls in interrupts.at:
+                raise KeyboardInterrupt
+        rng = np.random.default_rng(seed)
+        n = 8 if size_label == "small" else 16
+        scale = 1.1 if variant == "wrong" else 1.0
+
+        def fn(x):
+            return x * scale
+
+        def validate():
+            x = rng.standard_normal(n)
+            err = np.linalg.norm(fn(x) - x) / np.linalg.norm(x)
+            return Validation(rel_error=float(err), tolerance=1e-6, reference="identity")
+
+        return Prepared(fn=fn, data_gen_fn=lambda: rng.standard_normal(n), validate=validate)
+
+    return Case(id="fake", title="Fake", sizes=SIZES, variants=VARIANTS, prepare=prepare)
+
+
+def test_parse_threads():
+    assert runner.parse_threads("1,all", 2) == [1, 2]
+    assert runner.parse_threads("1,all", 1) == [1]
+    assert runner.parse_threads("4,2,4", 8) == [4, 2]
+    for bad in ("0", "x", "1,,2", "-1"):
+        with pytest.raises(ValueError, match="thread count"):
+            runner.parse_threads(bad, 2)
+
+
+def test_plan_restricts_to_variant_devices_and_one_thread_setting_on_gpu():
+    case = make_case()
+    items = runner.plan([case], None, ["small"], None, ["cpu", "cuda"], [1, 2])
+    cpu = [i for i in items if i.device == "cpu"]
+    gpu = [i for i in items if i.device == "cuda"]
+    assert len(cpu) == 2 * 4 * 2  # directions x cpu variants x threads
+    assert {i.variant.id for i in gpu} == {"gpu-only"} and {i.num_threads for i in gpu} == {1}
+    assert runner.plan([case], ["adjoint"], ["medium"], ["good"], ["cpu"], [1])[0].key("m") == (
+        "fake", "adjoint", "medium", "good", "cpu", 1, "m")
+
+
+def test_execute_isolates_failures_and_sets_statuses(tmp_path):
+    case = make_case()
+    items = runner.plan([case], ["forward"], ["small"], None, ["cpu"], [1])
+    writer = results.RunWriter.create(tmp_path, {"git_sha": "abc1234"})
+    settings = runner.RunSettings(preset=runner.PRESETS["quick"], machine="m")
+    summary = runner.execute(items, writer, settings, progress=False)
+    by_variant = {r.variant: r for r in results.load_records(writer.run_dir)}
+    assert not summary.interrupted
+    assert by_variant["good"].status == "ok" and by_variant["good"].rel_error == 0.0
+    assert len(by_variant["good"].times) >= runner.PRESETS["quick"].min_runs
+    assert by_variant["good"].median == pytest.approx(float(np.median(by_variant["good"].times)))
+    assert by_variant["wrong"].status == "mismatch" and by_variant["wrong"].times
+    assert "exceeds tolerance" in by_variant["wrong"].reason
+    assert by_variant["boom"].status == "failed"
+    assert by_variant["boom"].reason == "prepare failed: RuntimeError: kernel exploded"
+    assert by_variant["absent"].status == "skipped"
+    assert by_variant["absent"].reason == "fakelib is not installed"
+
+
+def run_cli(tmp_path, monkeypatch, case, *args) -> int:
+    monkeypatch.setattr("bench_suite.cases.CASES", {"fake": case})
+    return cli.main(["run", "--preset", "quick", "--results-dir", str(tmp_path),
+                     "--threads", "1", "--no-progress", "--machine", "m", *args])
+
+
+def test_interrupted_run_keeps_records_leaves_latest_and_resumes(tmp_path, monkeypatch, capsys):
+    (tmp_path / "latest").mkdir()
+    (tmp_path / "latest" / "marker").write_text("previous run")
+    case = make_case(Interrupts(at={2}))
+    code = run_cli(tmp_path, monkeypatch, case, "--variant", "good,wrong")
+    assert code == runner.EXIT_INTERRUPTED
+    assert (tmp_path / "latest" / "marker").read_text() == "previous run"
+    (run_dir,) = results.list_runs(tmp_path)
+    meta, recs = results.load_run(run_dir)
+    assert meta["partial"] is True and len(recs) >= 1
+    assert "--resume" in capsys.readouterr().err
+
+    code = run_cli(tmp_path, monkeypatch, case, "--resume", run_dir.name)
+    assert code == 0
+    meta, recs = results.load_run(tmp_path / "latest")
+    assert meta["partial"] is False
+    keys = [r.key() for r in recs]
+    assert len(keys) == len(set(keys)) == 2 * 2  # directions x variants (quick: small only)
+
+
+def test_resume_of_finished_or_missing_run_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    assert run_cli(tmp_path, monkeypatch, make_case(), "--variant", "good", "--size", "small") == 0
+    (run_dir,) = results.list_runs(tmp_path)
+    assert run_cli(tmp_path, monkeypatch, make_case(), "--resume", run_dir.name) == 2
+    assert "complete, nothing to resume" in capsys.readouterr().err
+    assert run_cli(tmp_path, monkeypatch, make_case(), "--resume", "nope") == 2
+    assert "--resume nope: no such run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--case", "nope"], "unknown case 'nope' (valid: fake)"),
+        (["--size", "huge"], "unknown size 'huge' (valid: small, medium, large)"),
+        (["--direction", "sideways"], "unknown direction 'sideways'"),
+        (["--variant", "x"], "unknown variant 'x' (valid: good, wrong, boom, absent, gpu-only)"),
+        (["--threads", "0"], "bad thread count '0'"),
+        (["--variant", "gpu-only"], "the selection matches no benchmark"),
+    ],
+)
+def test_bad_selection_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, message):
+    assert run_cli(tmp_path, monkeypatch, make_case(), *args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_cuda_without_gpu_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert run_cli(tmp_path, monkeypatch, make_case(), "--device", "cuda") == 2
+    assert "no CUDA device is available" in capsys.readouterr().err
+
+
+def test_unwritable_results_dir_fails_before_measuring(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert run_cli(blocker / "results", monkeypatch, make_case()) == 2
+    assert "not writable" in capsys.readouterr().err
