@@ -180,8 +180,8 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def served_site(tmp_path_factory):
-    built = sitebuild.build_site(tmp_path_factory.mktemp("browser-site"))
+def served_site():
+    built = sitebuild.shared_site()
     assert built.build.returncode == 0, built.build.stderr
     handler = functools.partial(_QuietHandler, directory=str(built.site))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -223,11 +223,13 @@ def test_every_page_loads_images_without_console_errors(chromium, served_site, t
 def test_probe_catches_a_broken_image(chromium, served_site, tmp_path):
     """The check can fail: a page with a missing image is reported as broken."""
     site, base = served_site
-    (site / "broken.html").write_text('<html><body><h1>x</h1><img src="missing.svg"></body></html>')
+    broken = site / "broken.html"
+    broken.write_text('<html><body><h1>x</h1><img src="missing.svg"></body></html>')
     browser = Browser(chromium, tmp_path / "profile")
     try:
         found, errors = browser.visit(f"{base}/broken.html")
     finally:
         browser.close()
+        broken.unlink()  # the site is shared with the build tests
     assert found["images"] == [["missing.svg", 0]]
     assert any("404" in e or "Failed to load" in e for e in errors), errors

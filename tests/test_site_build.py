@@ -16,8 +16,8 @@ PAGES = ["index.html", "benchmarks/index.html", "benchmarks/cpu/index.html",
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return sitebuild.build_site(tmp_path_factory.mktemp("site"))
+def built():
+    return sitebuild.shared_site()
 
 
 def test_strict_build_passes_without_warnings(built):
