@@ -203,10 +203,12 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
         for r in records:
             q1, q3 = _quartiles(r.times)
             if r.times:  # recompute from the raw samples: one definition for every run
-                summary = stats.summarize(r.times)
-                r = dataclasses.replace(r, median=summary["median"], mean=summary["mean"],
-                                        iqr=summary["iqr"], ci_low=summary["ci_low"],
-                                        ci_high=summary["ci_high"], num_runs=summary["num_runs"])
+                ci_low, ci_high = r.ci_low, r.ci_high
+                if ci_low is None or ci_high is None:  # scipy only when a run lacks it
+                    ci_low, ci_high = stats.median_ci(r.times)
+                r = dataclasses.replace(r, median=stats.median(r.times),
+                                        mean=stats.mean(r.times), iqr=stats.iqr(r.times),
+                                        ci_low=ci_low, ci_high=ci_high, num_runs=len(r.times))
             rows.append({
                 "run_id": run.run_id, "machine": r.machine, "device": r.device, "case": r.case,
                 "direction": r.direction, "size_label": r.size_label,

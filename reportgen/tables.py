@@ -196,6 +196,18 @@ def geomean(values: Sequence[float]) -> float:
     return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan
 
 
+def _speedup_cell(row: pd.Series | None, baseline: str) -> str:
+    if row is None:
+        return ""
+    if row["base_status"] != "ok":
+        return f"— ({baseline} {row['base_status']})"
+    if row["status"] == "mismatch":
+        return "**⚠ mismatch**"
+    if row["status"] != "ok":
+        return str(row["status"])
+    return format_ratio(row["speedup"])
+
+
 def speedup_table(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
     """Rows case/direction/size, one column per variant, then the geometric mean.
 
@@ -207,27 +219,16 @@ def speedup_table(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
     variants = ordered(s["variant"], VARIANT_ORDER)
     headers = ["case", "direction", "size"] + [f"× {v}" for v in variants]
     rows = []
+    cells_of = {key: {r["variant"]: r for _, r in g.iterrows()}
+                for key, g in s.groupby(["case", "direction", "size_label"])}
     for case in ordered(s["case"], CASE_ORDER):
         for direction in ordered(s["direction"], DIRECTION_ORDER):
             for size in ordered(s["size_label"], SIZE_ORDER):
-                g = s[(s["case"] == case) & (s["direction"] == direction)
-                      & (s["size_label"] == size)]
-                if g.empty:
+                by_variant = cells_of.get((case, direction, size))
+                if not by_variant:
                     continue
-                cells = []
-                for v in variants:
-                    row = g[g["variant"] == v]
-                    if row.empty:
-                        cells.append("")
-                    elif row.iloc[0]["base_status"] != "ok":
-                        cells.append(f"— ({baseline} {row.iloc[0]['base_status']})")
-                    elif row.iloc[0]["status"] == "mismatch":
-                        cells.append("**⚠ mismatch**")
-                    elif row.iloc[0]["status"] != "ok":
-                        cells.append(row.iloc[0]["status"])
-                    else:
-                        cells.append(format_ratio(row.iloc[0]["speedup"]))
-                rows.append([case, direction, size] + cells)
+                rows.append([case, direction, size] + [
+                    _speedup_cell(by_variant.get(v), baseline) for v in variants])
     means = []
     for v in variants:
         vals = s[s["variant"] == v]["speedup"].dropna()

@@ -173,7 +173,7 @@ def test_scaling_chart_one_subplot_per_case_solid_forward_dashed_adjoint(tmp_pat
     assert nufft.get_xscale() == "log" and nufft.get_yscale() == "log"
     assert len(nufft.collections) == 10  # one IQR band per variant x direction
     memory = charts.scaling_chart(frame[frame["num_threads"] == 1], metric="memory")
-    assert "high-water" in memory.axes[0].get_ylabel()
+    assert "over baseline" in memory.axes[0].get_ylabel()
 
 
 # ----------------------------------------------------------------------------- pages via the CLI
