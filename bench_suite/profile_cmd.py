@@ -31,6 +31,7 @@ EXIT_FAILED = 1
 DEFAULT_PROFILES_DIR = Path("benchmarks/profiles")
 # Variants whose work runs through torch operators (and so gets an operator breakdown).
 TORCH_VARIANTS = ("torchlinops", "torchlinops-linop", "torchkbnufft")
+TOP_OPS = 15  # operators kept in meta.json's summary
 NON_TORCH_NOTE = ("variant {variant} does not run through torch operators: the trace shows one "
                   "range per step with no breakdown inside; see python.txt for a Python-level "
                   "(cProfile) summary. Native code inside NumPy / CuPy / FINUFFT is opaque "
@@ -64,6 +65,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    choices=["default", "calls", "total", "max", "min", "ave"],
                    help="order of ops.txt (default: self CPU time)")
     p.add_argument("--gzip", action="store_true", help="write trace.json.gz instead of trace.json")
+    p.add_argument("--max-events", type=int, default=0, metavar="N",
+                   help="keep only the first N events in the trace and profile.json.gz (to "
+                        "commit small files); ops.txt and meta.json still cover everything")
     p.add_argument("--out", help="output directory (default benchmarks/profiles/"
                                  "<case>-<direction>-<size>-<variant>-<device>/)")
     p.set_defaults(func=run_profile)
@@ -90,7 +94,7 @@ def _select(args: argparse.Namespace) -> tuple[Any, Any]:
         raise _Usage(f"variant {variant.id!r} does not run on {args.device} "
                      f"(it runs on: {', '.join(variant.devices)})")
     for name, value, low in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0),
-                             ("--threads", args.threads, 1)):
+                             ("--threads", args.threads, 1), ("--max-events", args.max_events, 0)):
         if value < low:
             raise _Usage(f"{name} must be >= {low}, got {value}")
     if args.device == "cuda":
@@ -131,7 +135,7 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     import torch
 
     from bench_suite.cases.base import VariantUnavailable
-    from bench_suite.profiler import Profiler, ProfilerOptions
+    from bench_suite.profiler import Profiler, ProfilerOptions, trim_chrome_trace
 
     out = Path(args.out) if args.out else default_out_dir(
         case.id, args.direction, args.size, variant.id, args.device)
@@ -180,6 +184,15 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
                     pyprof.disable()
             profiler.record_step()
 
+    result = profiler.result
+    assert result is not None
+    digest = result.digest(TOP_OPS, call_range=fn_range)
+    if args.max_events and len(result.rows) > args.max_events:
+        result.trimmed(args.max_events).save(out / "profile.json.gz")
+        kept, of = trim_chrome_trace(trace, args.max_events)
+        notes.append(f"{trace.name} holds the first {kept:,} of {of:,} trace events and "
+                     f"profile.json.gz the first {args.max_events:,} of {len(result.rows):,} "
+                     "(--max-events); ops.txt and meta.json cover the whole recording")
     files = [trace.name, "ops.txt", "profile.json.gz", "meta.json"]
     if pyprof is not None:
         (out / "python.txt").write_text(_pstats_text(pyprof, notes[0]), encoding="utf-8")
@@ -195,11 +208,10 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
         "tracer_level": args.tracer_level, "dtype": prep.dtype,
         "torch_version": torch.__version__, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "operator_breakdown": torch_based, "notes": notes + list(prep.warnings),
-        "files": files,
+        "files": files, "summary": digest,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    assert profiler.result is not None
-    print(profiler.result.summary(row_limit=15))
+    print(result.summary(row_limit=15))
     print(f"linop-bench profile: wrote {', '.join(files)} to {out}", file=sys.stderr)
     for note in notes:
         print(f"linop-bench profile: note: {note}", file=sys.stderr)

@@ -264,16 +264,32 @@ class ProfileData:
         """The first `n` operators (step ranges and other user annotations left out)."""
         table = self.table(sorted_key, thread_detail=False)
         table = table[(table["kind"] == "op") & ~table["name"].map(_is_annotation)].head(n)
-        return table.drop(columns=["kind"]).to_dict(orient="records")
+        return [{k: (v if isinstance(v, str) else int(v) if k in ("calls", "thread")
+                     else float(v)) for k, v in row.items()}
+                for row in table.drop(columns=["kind"]).to_dict(orient="records")]
+
+    def digest(self, n: int = 10, call_range: str | None = None) -> dict[str, Any]:
+        """What a report needs from a profile, small enough for meta.json: the top `n`
+        operators, the total self CPU time and the inclusive time of each `call_range`."""
+        return {
+            "steps": len(self.steps()), "events": len(self.rows),
+            "self_cpu_total_us": float(sum(r["self_cpu_us"] for r in self.rows
+                                           if r.get("kind") != "python")),
+            "top_ops": self.top_ops(n),
+            "call_us": [float(r["cpu_us"]) for r in self.rows if r["name"] == call_range],
+        }
 
     def chrome_trace(self) -> dict[str, Any]:
         """A Chrome trace (Perfetto / chrome://tracing) rebuilt from the rows."""
-        events = []
+        # Numeric pids (0 host, 1 device) named by metadata events: what Perfetto expects.
+        events: list[dict[str, Any]] = [
+            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}
+            for pid, name in ((0, "host (CPU)"), (1, "device (CUDA)"))]
         for r in self.rows:
             ev: dict[str, Any] = {
                 "name": r["name"], "ph": "X", "cat": r.get("kind", "op"),
                 "ts": r["start_us"], "dur": max(r["end_us"] - r["start_us"], 0.0),
-                "pid": "device" if r.get("device") == "cuda" else "host", "tid": r["thread"],
+                "pid": 1 if r.get("device") == "cuda" else 0, "tid": r["thread"],
             }
             args = {k: r[k] for k in ("shapes", "stack") if r.get(k)}
             if args:
@@ -295,6 +311,34 @@ class ProfileData:
         return _write_json(Path(path), {
             "format": PROFILE_FORMAT, "version": PROFILE_VERSION, "options": self.options,
             "meta": self.meta, "rows": self.rows})
+
+    def trimmed(self, max_events: int) -> ProfileData:
+        """The first `max_events` rows (by start time), to keep committed files small; the
+        summary of a trimmed profile covers only what was kept, and `meta['trimmed']` says so."""
+        if max_events < 1:
+            raise ValueError(f"max_events must be >= 1, got {max_events}")
+        if len(self.rows) <= max_events:
+            return self
+        meta = {**self.meta, "trimmed": {"kept": max_events, "of": len(self.rows)}}
+        return ProfileData(rows=self.rows[:max_events], options=dict(self.options), meta=meta)
+
+
+def trim_chrome_trace(path: str | os.PathLike[str], max_events: int) -> tuple[int, int]:
+    """Keep the metadata events and the first `max_events` others (by timestamp) of a Chrome
+    trace file in place; returns (kept, of)."""
+    path = Path(path)
+    data = _read_json(path)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    meta = [e for e in events if e.get("ph") == "M"]
+    timed = sorted((e for e in events if e.get("ph") != "M"), key=lambda e: e.get("ts", 0))
+    if len(timed) > max_events:
+        kept = meta + timed[:max_events]
+        if isinstance(data, dict):
+            data["traceEvents"] = kept
+        else:
+            data = kept
+        _write_json(path, data)
+    return min(len(timed), max_events), len(timed)
 
 
 def _span(steps: list[int]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,17 +78,21 @@ class InstructionRow:
 
 def _summarise(path: Path, meta: dict[str, Any],
                ) -> tuple[list[OpRow], tuple[float, float, float] | None]:
-    data = load_profile(path / "profile.json.gz")
-    steps = max(len(data.steps()), 1)
-    everything = sum(r["self_cpu_us"] for r in data.rows if r.get("kind") != "python") or 1.0
+    """Top operators per call and the (min, median, max) time of one call, from the digest the
+    profile command stored in meta.json (it covers the whole recording even when the files
+    were trimmed), else computed from profile.json.gz."""
+    digest = meta.get("summary")
+    if not isinstance(digest, dict):
+        digest = load_profile(path / "profile.json.gz").digest(
+            TOP_N, call_range=f"{meta.get('variant')}.fn")
+    steps = max(int(digest["steps"]), 1)
+    everything = float(digest["self_cpu_total_us"]) or 1.0
     rows = [OpRow(name=str(op["name"]), calls_per_step=op["calls"] / steps,
                   self_ms=op["self_cpu"] / steps / 1000.0, total_ms=op["total"] / steps / 1000.0,
                   share=100.0 * op["self_cpu"] / everything)
-            for op in data.top_ops(TOP_N, "default")]
-    fn_range = f"{meta.get('variant')}.fn"
-    per_step = sorted(r["cpu_us"] / 1000.0 for r in data.rows if r["name"] == fn_range)
-    step_ms = ((per_step[0], per_step[len(per_step) // 2], per_step[-1]) if per_step
-               else None)
+            for op in digest["top_ops"][:TOP_N]]
+    calls = sorted(float(v) / 1000.0 for v in digest.get("call_us", []))
+    step_ms = (calls[0], statistics.median(calls), calls[-1]) if calls else None
     return rows, step_ms
 
 

@@ -250,9 +250,9 @@ def test_load_profile_round_trip(recorded, tmp_path):
     loaded.write_timeline(tmp_path / "again.json.gz")
     with gzip.open(tmp_path / "again.json.gz", "rt") as f:
         trace = json.load(f)
-    names = [e["name"] for e in trace["traceEvents"]]
-    assert names.count("aten::mm") == 4
-    assert all(e["dur"] >= 0 for e in trace["traceEvents"])
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert [e["name"] for e in spans].count("aten::mm") == 4
+    assert all(e["dur"] >= 0 and isinstance(e["pid"], int) for e in spans)
     top = loaded.top_ops(3)
     assert len(top) == 3 and all(not r["name"].startswith("Step#") for r in top)
 
@@ -275,3 +275,33 @@ def test_gzip_output_is_reproducible(tmp_path):
                                       "device_us": 0.0, "self_device_us": 0.0}])
     a, b = data.save(tmp_path / "a.json.gz"), data.save(tmp_path / "b.json.gz")
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_trimmed_keeps_the_first_events_and_says_so(recorded):
+    _, prof = recorded
+    full = prof.result
+    small = full.trimmed(10)
+    assert small.rows == full.rows[:10]
+    assert small.meta["trimmed"] == {"kept": 10, "of": len(full.rows)}
+    assert full.trimmed(len(full.rows)) is full
+    with pytest.raises(ValueError, match="max_events"):
+        full.trimmed(0)
+
+
+def test_trim_chrome_trace_in_place(recorded, tmp_path):
+    out, _ = recorded
+    copy = tmp_path / "trace.json"
+    copy.write_text((out / "trace.json").read_text())
+    kept, of = profmod.trim_chrome_trace(copy, 5)
+    events = json.loads(copy.read_text())["traceEvents"]
+    timed = [e for e in events if e.get("ph") != "M"]
+    assert kept == 5 == len(timed) and of > 5
+    assert any(e.get("ph") == "M" for e in events)  # process / thread names kept
+
+
+def test_digest_is_json_ready(recorded):
+    _, prof = recorded
+    digest = prof.result.digest(3, call_range="Step#0")
+    assert json.loads(json.dumps(digest)) == digest
+    assert digest["steps"] == 4 and len(digest["top_ops"]) == 3
+    assert len(digest["call_us"]) == 1 and digest["call_us"][0] > 0

@@ -111,3 +111,18 @@ def test_instruction_table_from_newest_run_with_counts(tmp_path, newest_has_coun
     expected = "222,222" if newest_has_counts else "111,111"
     assert f"| nufft2d | forward | small | sigpy | 1 | {expected} |" in text
     assert "111,111" not in text or not newest_has_counts
+
+
+def test_meta_digest_wins_over_a_trimmed_profile(tmp_path):
+    profiles = tmp_path / "profiles"
+    path = _profile(profiles)
+    meta = json.loads((path / "meta.json").read_text())
+    meta["summary"] = {"steps": 4, "events": 99, "self_cpu_total_us": 8000.0,
+                       "top_ops": [{"name": "aten::slice", "calls": 400, "total": 4000.0,
+                                    "self_cpu": 4000.0}],
+                       "call_us": [3000.0, 1000.0, 2000.0, 9000.0]}
+    (path / "meta.json").write_text(json.dumps(meta))
+    text = write_profiles_page(tmp_path / "r", profiles, tmp_path / "docs").read_text()
+    assert "| aten::slice | 100 | 1 | 1 | 50.0% |" in text
+    assert "aten::mm" not in text
+    assert "2.5 ms under the profiler (median; fastest 1, slowest 9)" in " ".join(text.split())
