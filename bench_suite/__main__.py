@@ -132,6 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"(partial, latest/ unchanged). Continue with: linop-bench run --resume "
               f"{writer.run_dir.name}", file=sys.stderr)
         return runner.EXIT_INTERRUPTED
+    writer.metadata["load_average_end"] = environment.load_average()
     writer.finish(now_iso(), update_latest=True)
     print(runner.compare_tables(writer.records))
     _print_summary(writer, summary)

@@ -144,6 +144,14 @@ def git_state(cwd: Path | None = None) -> tuple[str | None, bool, str | None]:
     return sha.strip(), dirty, patch
 
 
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages: a busy machine makes numbers noisier, so we record it."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def capture(label: str, sha: str | None, dirty: bool) -> dict[str, Any]:
     """Everything metadata.json records about where and with what a run was measured."""
     return {
@@ -153,6 +161,7 @@ def capture(label: str, sha: str | None, dirty: bool) -> dict[str, Any]:
         "machine": machine_info(label),
         "gpus": gpu_info(),
         "versions": package_versions(),
+        "load_average_start": load_average(),
         "env_vars": {k: os.environ[k] for k in sorted(os.environ)
                      if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "NUMBA_", "TORCHINDUCTOR_"))},
     }
