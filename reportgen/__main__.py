@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", action="extend", nargs="+", default=[], metavar="NAME",
                    help="report these runs (archive names or paths) instead of the newest "
                         "finished run per machine and device; may name a partial run")
+    p.add_argument("--profiles-dir", default="benchmarks/profiles", type=Path,
+                   help="committed profiles shown on the profiles page")
     p.add_argument("--skip-bad", action="store_true",
                    help="skip unreadable runs (listed on stderr and on the overview page)")
     return p
@@ -51,10 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reportgen: no results found in {args.results_dir}; produce some with "
               "`just bench-cpu` (or `just bench-gpu` on a CUDA machine), then rerun "
               "`just bench-report`. Writing pages that say so.", file=sys.stderr)
-    from reportgen import pages  # matplotlib and jinja2: only once the inputs are known good
+    # matplotlib and jinja2: only once the inputs are known good
+    from reportgen import history, pages, profiles
 
     try:
         summary = pages.build(result, args.docs_dir)
+        history.write_history_page(args.results_dir, args.docs_dir)
+        profiles.write_profiles_page(args.results_dir, args.profiles_dir, args.docs_dir)
     except OSError as e:
         print(f"reportgen: error: cannot write under {args.docs_dir}: {e.strerror or e}",
               file=sys.stderr)
