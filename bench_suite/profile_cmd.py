@@ -15,6 +15,7 @@ to both.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -129,6 +130,11 @@ def run_profile(args: argparse.Namespace) -> int:
     except _Usage as e:
         print(f"linop-bench profile: error: {e}", file=sys.stderr)
         return EXIT_FAILED
+    except Exception as e:  # noqa: BLE001 - the benchmark's own failure: one line, not a traceback
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"linop-bench profile: error: {args.case}/{args.variant} failed: "
+              f"{type(e).__name__}: {first}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
@@ -140,6 +146,8 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     out = Path(args.out) if args.out else default_out_dir(
         case.id, args.direction, args.size, variant.id, args.device)
     torch.set_num_threads(args.threads)
+    with contextlib.suppress(RuntimeError):  # torchkbnufft can abort at exit without this
+        torch.set_num_interop_threads(1)
     try:
         prep = case.prepare(args.direction, args.size, variant.id, args.device, args.threads,
                             args.seed)

@@ -32,7 +32,10 @@ def _prepare(direction, size_label, variant_id, device, num_threads, seed):
     def data_gen_fn():
         return torch.randn(n, generator=gen)
 
-    if variant_id == "sigpy":
+    if variant_id == "broken":
+        def fn(x):
+            raise RuntimeError("kernel exploded\nsecond line")
+    elif variant_id == "sigpy":
         def fn(x):
             CALLS[variant_id] = CALLS.get(variant_id, 0) + 1
             return np.fft.fft(x.numpy())
@@ -49,7 +52,7 @@ FAKE = Case(
     id="fake1d", title="fake FFT",
     sizes=(Size("small", (64,)), Size("medium", (128,))),
     variants=(Variant("torchlinops", ("cpu", "cuda")), Variant("sigpy", ("cpu",)),
-              Variant("finufft", ("cpu",))),
+              Variant("finufft", ("cpu",)), Variant("broken", ("cpu",))),
     prepare=_prepare,
 )
 
@@ -119,7 +122,7 @@ def test_default_out_dir_name(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--variant", "nope"], "unknown variant 'nope' (valid: torchlinops, sigpy, finufft)"),
+    (["--variant", "nope"], "unknown variant 'nope' (valid: torchlinops, sigpy, finufft, broken)"),
     (["--direction", "sideways"], "unknown direction 'sideways' (valid: forward, adjoint)"),
     (["--size", "huge"], "unknown size 'huge' (valid: small, medium)"),
     (["--device", "tpu"], "unknown device 'tpu' (valid: cpu, cuda)"),
@@ -154,3 +157,10 @@ def test_unavailable_variant_exits_1(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "unavailable: finufft is not installed" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "u").exists()
+
+
+def test_failing_benchmark_is_one_line_exit_1(tmp_path, capsys):
+    assert main(_args(tmp_path / "b", "--variant", "broken")) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("fake1d/broken failed: RuntimeError: kernel exploded")
+    assert len(err.splitlines()) == 1
