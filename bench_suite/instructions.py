@@ -16,6 +16,11 @@ count by ~1% between processes; the child gets `PYTHONHASHSEED=0`. With that, tw
 same statement are equal (measured; see tests/test_instructions.py). Of `repeats=2` collections in
 one process the second is kept: the first still includes one-off interpreter work.
 
+ISA: valgrind does not implement AVX-512. Under it ATen already picks its AVX2 kernels, and the
+child is told to do the same for torch.compile (ATEN_CPU_CAPABILITY=avx2, -march=x86-64-v3, a
+separate inductor cache), so counts describe the AVX2 code path even on an AVX-512 machine, while
+timed runs there use AVX-512 kernels.
+
 Cost: valgrind starts Python and imports torch in ~40-60 s on this machine before anything is
 counted, so one count of even a trivial statement takes about a minute.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import sys
 from collections.abc import Iterator
@@ -62,17 +68,33 @@ def check_available() -> None:
         raise InstructionsUnavailable(f"callgrind counts need Linux, this is {sys.platform}")
 
 
+def _child_settings() -> dict[str, str]:
+    """Environment of the callgrind child process (see the module docstring)."""
+    env = {
+        # torch runs the child as plain `python` and checks it is this interpreter.
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+        "PYTHONHASHSEED": "0",
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(_REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        # valgrind cannot run AVX-512: keep ATen on AVX2 and build torch.compile kernels for
+        # x86-64-v3 (AVX2 + FMA) in a cache of their own, apart from the native-ISA kernels.
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        base = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()
+        env.update({"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3",
+                    "TORCHINDUCTOR_CACHE_DIR": f"{base.rstrip('/')}-callgrind-avx2"})
+    return env
+
+
 @contextlib.contextmanager
 def _child_environment() -> Iterator[None]:
-    """torch runs the child as plain `python` and checks it is this interpreter: put this
-    interpreter's directory first on PATH; fix the hash seed; find this package."""
-    saved = {k: os.environ.get(k) for k in ("PATH", "PYTHONHASHSEED", "PYTHONPATH")}
+    """Set the child's environment for the duration of a collection, then restore ours."""
+    settings = _child_settings()
+    saved = {k: os.environ.get(k) for k in settings}
     try:
-        os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
-                                              saved["PATH"] or ""])
-        os.environ["PYTHONHASHSEED"] = "0"
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_REPO_ROOT), saved["PYTHONPATH"]) if p)
+        os.environ.update(settings)
         yield
     finally:
         for key, value in saved.items():

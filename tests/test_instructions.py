@@ -47,9 +47,14 @@ def test_bad_number_rejected():
 def test_child_environment_is_restored(monkeypatch):
     monkeypatch.setenv("PYTHONHASHSEED", "123")
     monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/inductor-here")
+    instructions._child_settings()  # importing torch._inductor may itself set variables
     before = dict(os.environ)
     with instructions._child_environment():
         assert os.environ["PYTHONHASHSEED"] == "0"
+        if instructions.platform.machine() == "x86_64":
+            assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
+            assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/inductor-here-callgrind-avx2"
         assert os.environ["PATH"].startswith(os.path.dirname(instructions.sys.executable))
         assert str(instructions._REPO_ROOT) in os.environ["PYTHONPATH"].split(os.pathsep)
     assert dict(os.environ) == before
