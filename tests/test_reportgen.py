@@ -249,7 +249,7 @@ def test_stale_charts_removed_and_foreign_files_kept(tmp_path):
     assert _generate(results, docs, "--run", "2026-01-13-ddddddd") == 0
     assets = docs / "benchmarks" / "assets"
     assert (assets / "laptop-cpu-bars-medium-t1.svg").is_file()
-    foreign = assets / "history-trend.svg"  # written by another generator
+    foreign = assets / "hand-drawn-diagram.svg"  # a file no generator owns
     foreign.write_text("<svg/>")
     assert _generate(results, docs, "--run", "2026-01-12-ccccccc") == 0
     assert not list(assets.glob("laptop-*"))
