@@ -13,9 +13,9 @@ picklable, which the closures a case's `prepare` returns are not. So a benchmark
 
 Determinism: Python salts its string hashes per process, which moves dict lookups and so the
 count by ~1% between processes; the child gets `PYTHONHASHSEED=0`. With that, two counts of the
-same statement are equal (measured; see tests/test_instructions.py). A torchlinops NUFFT
-(nufft2d small forward) gave 50,846,280 with a cold inductor cache, then 50,845,293 and
-50,845,284 warm: repeatable to ~2e-7 once the cache is warm, not to the last instruction.
+same statement are equal on a warm checkout and within 0.3 % on a fresh clone (measured). A
+torchlinops NUFFT (nufft2d small forward) gave 50,846,280 with a cold inductor cache, then
+50,845,293 and 50,845,284 warm: repeatable to ~2e-7 once the cache is warm, not exactly.
 Of `repeats=2` collections in one process the second is kept: the first still includes one-off
 interpreter work.
 

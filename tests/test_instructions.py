@@ -68,10 +68,15 @@ def test_benchmark_setup_is_valid_python_naming_the_benchmark():
 
 
 @pytest.mark.slow
-def test_two_counts_of_a_tiny_op_are_equal():
-    """~40 s per count here: valgrind starts Python and imports torch before counting."""
+def test_two_counts_of_a_tiny_op_agree():
+    """~40 s per count here: valgrind starts Python and imports torch before counting.
+
+    Measured: equal on a warm checkout (211374 twice), but 104503 vs 104212 (0.3 %) on CI's
+    fresh clone, so the test holds counts to 1 % rather than to the last instruction; timing noise
+    on this machine is 10-100 % (IQR / median), so that is still what makes counts worth having.
+    """
     _need_valgrind()
     first = count_instructions("torch.add(x, 1)", "x = torch.ones(8)", number=5)
     second = count_instructions("torch.add(x, 1)", "x = torch.ones(8)", number=5)
-    assert first.total > 0
-    assert first == second
+    assert first.total > 0 and first.number == second.number
+    assert abs(first.total - second.total) <= 0.01 * first.total
