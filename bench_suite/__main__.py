@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bench_suite.cases.base import DEVICES, DIRECTIONS, SIZE_LABELS
 
@@ -68,16 +70,59 @@ def _resolve_devices(device: str) -> list[str]:
     return [device]
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an interrupt so the same path keeps the partial run (exit 143)."""
+
+
+def _raise_terminated(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    raise _Terminated
+
+
+def _orchestration(args: argparse.Namespace, sel: dict, preset) -> Any:
+    from bench_suite import orchestrate
+
+    return orchestrate.Orchestration(
+        rounds=int(sel.get("rounds") or preset.rounds),
+        in_process=bool(args.in_process),
+        timeout=sel.get("timeout", orchestrate.DEFAULT_TIMEOUT),
+        hash_seed=int(sel.get("hash_seed", 0)),
+        check_determinism=bool(sel.get("determinism_check", True)),
+        use_guard=bool(sel.get("guard", True)),
+        max_remeasure=int(sel.get("max_remeasure", 1)),
+        worker_env=dict(sel.get("worker_env") or {}),
+    )
+
+
+def _check_run_numbers(args: argparse.Namespace) -> None:
+    if args.rounds is not None and args.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.hash_seed is not None and not 0 <= args.hash_seed <= 4294967295:
+        raise UsageError(f"--hash-seed must be in [0, 4294967295], got {args.hash_seed}")
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        raise UsageError(f"--seed must be a non-negative integer below 2**63, got {args.seed}")
+    if args.max_remeasure is not None and args.max_remeasure < 0:
+        raise UsageError(f"--max-remeasure must be >= 0, got {args.max_remeasure}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench_suite import environment, runner
+    from bench_suite import environment, orchestrate, runner, worker
     from bench_suite.cases import CASES
     from bench_suite.results import ResultsError, RunWriter, ensure_writable, now_iso
 
+    _check_run_numbers(args)
     results_dir = Path(args.results_dir)
     if args.resume:
-        if any([args.case, args.direction, args.size, args.variant]):
-            raise UsageError("--resume continues a run with its own selection; "
-                             "drop --case/--direction/--size/--variant")
+        given = [flag for flag, value in (
+            ("--case", args.case), ("--direction", args.direction), ("--size", args.size),
+            ("--variant", args.variant), ("--threads", args.threads), ("--preset", args.preset),
+            ("--device", args.device), ("--seed", args.seed), ("--rounds", args.rounds),
+            ("--hash-seed", args.hash_seed), ("--metric", args.metric),
+            ("--machine", args.machine)) if value is not None]
+        if given:
+            raise UsageError(f"--resume continues a run with its own settings; drop "
+                             f"{', '.join(given)}")
         try:
             run_dir = _resolve_resume(args.resume, results_dir)
             ensure_writable(run_dir)
@@ -94,49 +139,93 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_choices("size", sizes, SIZE_LABELS)
         all_variants = list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants))
         check_choices("variant", variants, all_variants)
-        devices = _resolve_devices(args.device)
+        devices = _resolve_devices(args.device or "cpu")
         try:
-            threads = runner.parse_threads(args.threads, environment.usable_cores())
+            threads = runner.parse_threads(args.threads or "1,all", environment.usable_cores())
         except ValueError as e:
             raise UsageError(str(e)) from None
-        preset = runner.PRESETS[args.preset]
+        preset = runner.PRESETS[args.preset or "full"]
+        hash_seed = 0 if args.hash_seed is None else args.hash_seed
+        extra_env = {"OMP_WAIT_POLICY": args.omp_wait_policy} if args.omp_wait_policy else {}
         sel = {
             "preset": preset.name, "cases": cases or list(CASES), "directions": directions,
             "sizes": sizes or list(preset.sizes), "variants": variants, "devices": devices,
-            "threads": threads, "seed": args.seed, "warmup": preset.num_warmup,
-            "min_runs": preset.min_runs, "min_run_time": preset.min_run_time,
-            "max_run_time": preset.max_run_time, "metric": args.metric,
+            "threads": threads, "seed": 0 if args.seed is None else args.seed,
+            "warmup": preset.num_warmup, "min_runs": preset.min_runs,
+            "min_run_time": preset.min_run_time, "max_run_time": preset.max_run_time,
+            "max_warmup_time": preset.max_warmup_time, "metric": args.metric or "time",
+            "rounds": args.rounds or preset.rounds, "hash_seed": hash_seed,
+            "timeout": args.timeout or orchestrate.DEFAULT_TIMEOUT,
+            "in_process": bool(args.in_process), "determinism_check": not args.no_determinism_check,
+            "guard": not args.no_guard, "max_remeasure": 1 if args.max_remeasure is None
+            else args.max_remeasure,
+            "worker_env": extra_env,
         }
         machine = args.machine or environment.default_machine_label()
+        items = _plan(sel)
+        if not items:
+            raise UsageError("the selection matches no benchmark (a variant may not run on the "
+                             "chosen device; see `linop-bench list`)")
         try:
             ensure_writable(results_dir)
         except ResultsError as e:
             raise UsageError(str(e)) from None
         sha, dirty, patch = environment.git_state()
         meta = {**environment.capture(machine, sha, dirty), "started_at": now_iso(),
-                "settings": sel}
+                "settings": sel, "hash_seed": hash_seed,
+                "worker_environment": None if args.in_process else worker.recorded_env(
+                    worker.worker_env(1, hash_seed, base={}, extra=extra_env)),
+                "catalogue": _catalogue()}
+        if not args.no_guard:
+            from bench_suite import guard
+
+            meta["guard"] = {"reference_scaling": guard.thread_scaling(threads)}
         writer = RunWriter.create(results_dir, meta, patch=patch)
 
     preset = runner.PRESETS[sel["preset"]]
-    items = runner.plan([CASES[c] for c in sel["cases"]], sel["directions"], sel["sizes"],
-                        sel["variants"], sel["devices"], sel["threads"])
+    items = _plan(sel)
     if not items:
         raise UsageError("the selection matches no benchmark (a variant may not run on the "
                          "chosen device; see `linop-bench list`)")
     settings = runner.RunSettings(preset=preset, seed=sel["seed"], machine=machine,
                                   metric_instructions=sel.get("metric") == "instructions")
-    print(f"linop-bench: {len(items)} benchmarks -> {writer.run_dir}", file=sys.stderr)
-    summary = runner.execute(items, writer, settings, progress=not args.no_progress)
+    orch = _orchestration(args, sel, preset)
+    print(f"linop-bench: {len(items)} benchmarks x {orch.rounds} rounds -> {writer.run_dir}",
+          file=sys.stderr)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        summary = orchestrate.execute(items, writer, settings, orch,
+                                      progress=not args.no_progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if summary.interrupted:
-        print(f"linop-bench: interrupted; {len(writer.records)} records kept in {writer.run_dir} "
+        terminated = isinstance(summary.interruption, _Terminated)
+        print(f"linop-bench: {'terminated' if terminated else 'interrupted'}; "
+              f"{len(writer.records)} records kept in {writer.run_dir} "
               f"(partial, latest/ unchanged). Continue with: linop-bench run --resume "
               f"{writer.run_dir.name}", file=sys.stderr)
-        return runner.EXIT_INTERRUPTED
+        return orchestrate.EXIT_TERMINATED if terminated else orchestrate.EXIT_INTERRUPTED
     writer.metadata["load_average_end"] = environment.load_average()
     writer.finish(now_iso(), update_latest=True)
     print(runner.compare_tables(writer.records))
     _print_summary(writer, summary)
     return 0
+
+
+def _plan(sel: dict) -> list:
+    from bench_suite import runner
+    from bench_suite.cases import CASES
+
+    return runner.plan([CASES[c] for c in sel["cases"]], sel["directions"], sel["sizes"],
+                       sel["variants"], sel["devices"], sel["threads"])
+
+
+def _catalogue() -> dict | None:
+    """What this run measured, as the report should name and order it (see bench_suite.cases)."""
+    from bench_suite import cases
+
+    describe = getattr(cases, "catalogue", None)
+    return describe() if describe is not None else None
 
 
 def _resolve_resume(spec: str, results_dir: Path) -> Path:
@@ -154,12 +243,18 @@ def _print_summary(writer, summary) -> None:
         counts[r.status] = counts.get(r.status, 0) + 1
     timing = writer.metadata.get("timing", {})
     wall, timed = timing.get("wall_seconds", 0.0), timing.get("timed_seconds", 0.0)
-    share = f"{100 * timed / wall:.0f}%" if wall else "n/a"
+    startup = timing.get("worker_startup_seconds", 0.0)
+
+    def share(x: float) -> str:
+        return f"{100 * x / wall:.0f}%" if wall else "n/a"
+
     print(f"linop-bench: {', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}; "
-          f"wall {wall:.1f} s, {timed:.1f} s inside timed calls ({share}); "
-          f"saved to {writer.run_dir} and latest/", file=sys.stderr)
+          f"wall {wall:.1f} s, {timed:.1f} s inside timed calls ({share(timed)}), "
+          f"{startup:.1f} s starting worker processes ({share(startup)}); "
+          f"{summary.remeasured_groups} groups measured again, {summary.unstable_groups} "
+          f"unstable; saved to {writer.run_dir} and latest/", file=sys.stderr)
     for r in writer.records:
-        if r.status in ("failed", "mismatch"):
+        if r.status in ("failed", "mismatch", "nondeterministic"):
             print(f"  {r.status}: {r.case} {r.direction} {r.size_label} {r.variant} {r.device} "
                   f"t{r.num_threads}: {r.reason}", file=sys.stderr)
 
@@ -180,17 +275,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="validate and time benchmarks, save a run")
-    p.add_argument("--device", default="cpu", choices=[*DEVICES, "all"])
+    p.add_argument("--device", default=None, choices=[*DEVICES, "all"], help="default: cpu")
     p.add_argument("--case", action="append", metavar="ID", help="repeatable, or comma-separated")
     p.add_argument("--direction", action="append", metavar="DIR")
     p.add_argument("--size", action="append", metavar="SIZE")
     p.add_argument("--variant", action="append", metavar="ID")
-    p.add_argument("--threads", default="1,all",
+    p.add_argument("--threads", default=None,
                    help="thread counts for CPU runs, e.g. 1,all (default) or 1,2,4")
-    p.add_argument("--preset", default="full", choices=sorted(runner.PRESETS))
-    p.add_argument("--metric", default="time", choices=["time", "instructions"],
+    p.add_argument("--preset", default=None, choices=sorted(runner.PRESETS),
+                   help="default: full")
+    p.add_argument("--metric", default=None, choices=["time", "instructions"],
                    help="instructions: also count Callgrind instructions (CPU, small size)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="data seed (default 0)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="rounds per benchmark, each in fresh processes (default: the preset's)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds one worker job may take before it is killed (default 600)")
+    p.add_argument("--hash-seed", type=int, default=None,
+                   help="PYTHONHASHSEED of the measuring processes (default 0); replays a run")
+    p.add_argument("--in-process", action="store_true",
+                   help="measure in this process (debugging, profiling): no workers, no "
+                        "cross-process determinism check, host memory as before")
+    p.add_argument("--no-determinism-check", action="store_true",
+                   help="skip validating the small size again under another hash seed")
+    p.add_argument("--no-guard", action="store_true",
+                   help="no reference-op readings around groups (no re-measuring)")
+    p.add_argument("--max-remeasure", type=int, default=None,
+                   help="times a group is measured again when the guard finds the machine "
+                        "changed (default 1)")
+    p.add_argument("--omp-wait-policy", choices=["active", "passive"], default=None,
+                   help="OMP_WAIT_POLICY for the worker processes (default: the library's own)")
     p.add_argument("--results-dir", default=str(DEFAULT_RESULTS_DIR))
     p.add_argument("--machine", help="machine label (default: derived from the hardware)")
     p.add_argument("--resume", metavar="RUN", help="continue a partial run")

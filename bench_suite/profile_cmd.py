@@ -215,7 +215,7 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
         "steps": args.steps, "warmup": args.warmup, "warmup_seconds": round(warmup_s, 3),
         "tracer_level": args.tracer_level, "dtype": prep.dtype,
         "torch_version": torch.__version__, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "operator_breakdown": torch_based, "notes": notes + list(prep.warnings),
+        "operator_breakdown": torch_based, "notes": notes + list(prep.notes),
         "files": files, "summary": digest,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "mismatch", "failed", "skipped")
+STATUSES = ("ok", "mismatch", "nondeterministic", "failed", "skipped")
 METADATA_FILE = "metadata.json"
 RESULTS_FILE = "results.json"
 PATCH_FILE = "patch.diff"
@@ -77,6 +77,11 @@ class Record:
     instructions: int | None = None
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    rounds: list[list[float]] = field(default_factory=list)
+    hash_seed: int | None = None
+    determinism: dict[str, Any] | None = None
+    extra_metrics: dict[str, float] = field(default_factory=dict)
 
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in IDENTITY_FIELDS)

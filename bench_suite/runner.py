@@ -1,27 +1,36 @@
 """cases x sizes x variants x devices x threads -> validated, timed records, saved one by one.
 
+This module holds what one measurement unit is and how it is measured *in the current process*
+(`measure`, `measure_memory`, `validate_only`); `bench_suite.orchestrate` decides where and in
+which order units run (worker processes, interleaved rounds, the environment guard).
+
 Every benchmark is isolated: an exception, an out-of-memory or a missing library becomes a record
-with status `failed` / `skipped` and its reason, and the run goes on. A Ctrl-C keeps what was
-measured in the (partial) archive directory and leaves `latest/` as it was.
+with status `failed` / `skipped` and its reason, and the run goes on.
 """
 
 from __future__ import annotations
 
-import time
+import ctypes
+import gc
+import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bench_suite import stats
 from bench_suite.cases.base import Case, Prepared, Size, Variant, VariantUnavailable
-from bench_suite.results import Record, RunWriter, now_iso
-
-EXIT_INTERRUPTED = 130
+from bench_suite.results import Record
 
 
 @dataclass(frozen=True)
 class Preset:
-    """How long to measure: `full` is the methodology, `quick` a smoke run of the small sizes."""
+    """How long to measure: `full` is the methodology, `quick` a smoke run of the small sizes.
+
+    The sampling limits apply to each round; a unit is measured in `rounds` rounds, each in a
+    fresh process, so it gets about `rounds` times the samples of one round. A warmup stops early
+    once it has lasted `max_warmup_time` (after at least one call): a fresh process has already
+    paid its first-call costs in the validation call before the warmup.
+    """
 
     name: str
     sizes: tuple[str, ...]
@@ -29,13 +38,25 @@ class Preset:
     min_runs: int
     min_run_time: float | None  # None: pilot estimation (methodology)
     max_run_time: float
+    rounds: int = 1
+    max_warmup_time: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "sizes": list(self.sizes), "num_warmup": self.num_warmup,
+                "min_runs": self.min_runs, "min_run_time": self.min_run_time,
+                "max_run_time": self.max_run_time, "rounds": self.rounds,
+                "max_warmup_time": self.max_warmup_time}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Preset:
+        return cls(**{**data, "sizes": tuple(data["sizes"])})
 
 
 PRESETS = {
-    "full": Preset("full", ("small", "medium", "large"), num_warmup=3, min_runs=10,
-                   min_run_time=None, max_run_time=30.0),
-    "quick": Preset("quick", ("small",), num_warmup=3, min_runs=5,
-                    min_run_time=0.05, max_run_time=1.0),
+    "full": Preset("full", ("small", "medium", "large"), num_warmup=3, min_runs=5,
+                   min_run_time=None, max_run_time=10.0, rounds=3, max_warmup_time=2.0),
+    "quick": Preset("quick", ("small",), num_warmup=3, min_runs=3,
+                    min_run_time=0.03, max_run_time=0.5, rounds=2, max_warmup_time=0.5),
 }
 
 
@@ -96,6 +117,16 @@ def plan(cases: Iterable[Case], directions: Sequence[str] | None, sizes: Sequenc
     return items
 
 
+def resolve_item(case_id: str, direction: str, size_label: str, variant_id: str, device: str,
+                 num_threads: int) -> PlanItem:
+    """A PlanItem from names (how a worker process learns what to measure)."""
+    from bench_suite.cases import CASES
+
+    case = CASES[case_id]
+    return PlanItem(case, direction, case.size(size_label), case.variant(variant_id), device,
+                    int(num_threads))
+
+
 def make_handler(timer: str, device: str):
     """The timing handler a variant asks for: CuPy events for CuPy code, torch clocks otherwise."""
     from bench_suite.timing import CupyHandler, TorchHandler
@@ -114,14 +145,6 @@ class RunSettings:
     handler_factory: Callable[[str, str], Any] = make_handler
 
 
-@dataclass
-class RunSummary:
-    records: list[Record] = field(default_factory=list)
-    interrupted: bool = False
-    wall_seconds: float = 0.0
-    timed_seconds: float = 0.0
-
-
 def _one_line(exc: BaseException) -> str:
     """`Type: first line (note; note)`: the handler's notes say where it failed (warmup, timing)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -130,7 +153,8 @@ def _one_line(exc: BaseException) -> str:
     return f"{line} ({'; '.join(notes)})" if notes else line
 
 
-def _base_record(item: PlanItem, machine: str) -> Record:
+def base_record(item: PlanItem, machine: str) -> Record:
+    """A `failed` record with the identity of `item`, to be filled in by a measurement."""
     size = item.size
     return Record(
         case=item.case.id, direction=item.direction, size_label=size.label,
@@ -143,32 +167,54 @@ def _base_record(item: PlanItem, machine: str) -> Record:
     )
 
 
-def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
-    """Prepare, validate and time one benchmark; never raises except KeyboardInterrupt.
-
-    Returns the record and the seconds spent inside timed calls.
-    """
-    rec = _base_record(item, settings.machine)
+def _prepare(item: PlanItem, settings: RunSettings, rec: Record) -> Prepared | None:
+    """Prepare `item`, or fill `rec` as skipped / failed and return None."""
     try:
         prep: Prepared = item.case.prepare(item.direction, item.size.label, item.variant.id,
                                            item.device, item.num_threads, settings.seed)
     except VariantUnavailable as e:
         rec.status, rec.reason = "skipped", str(e)
-        return rec, 0.0
+        return None
     except Exception as e:  # noqa: BLE001 - any failure of one benchmark must not stop the run
         rec.reason = f"prepare failed: {_one_line(e)}"
-        return rec, 0.0
+        return None
     rec.dtype, rec.extra = prep.dtype, dict(prep.extra)
-    rec.warnings.extend(prep.warnings)
+    rec.notes.extend(prep.notes)
+    return prep
+
+
+def _check_in_process(prep: Prepared, first_error: float, tolerance: float) -> float | None:
+    """Validate a second time in this process; the difference of the two errors (a lower bound
+    of the difference of the two outputs) when it exceeds the tolerance, else None."""
+    second = float(prep.validate().rel_error)
+    diff = abs(second - first_error)
+    return diff if diff > tolerance else None
+
+
+def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
+    """Prepare, validate and time one benchmark; never raises except KeyboardInterrupt.
+
+    Returns the record and the seconds spent inside timed calls. At the small size the output is
+    validated twice (cheap there): two different answers in one process make the record
+    `nondeterministic`.
+    """
+    rec = base_record(item, settings.machine)
+    prep = _prepare(item, settings, rec)
+    if prep is None:
+        return rec, 0.0
     try:
         check = prep.validate()
         rec.rel_error, rec.tolerance, rec.reference = (float(check.rel_error),
                                                       float(check.tolerance), check.reference)
+        repeat_diff = None
+        if item.size.label == "small":
+            repeat_diff = _check_in_process(prep, rec.rel_error, rec.tolerance)
         handler = settings.handler_factory(prep.timer, item.device)
         p = settings.preset
         result = handler.blocked_autorange(
             prep.fn, data_gen_fn=prep.data_gen_fn, num_warmup=p.num_warmup, min_runs=p.min_runs,
-            min_run_time=p.min_run_time, max_run_time=p.max_run_time, num_threads=item.num_threads,
+            min_run_time=p.min_run_time, max_run_time=p.max_run_time,
+            num_threads=item.num_threads, max_warmup_time=p.max_warmup_time,
         )
     except Exception as e:  # noqa: BLE001
         rec.reason = _one_line(e)
@@ -178,21 +224,134 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
     if not check.ok:
         rec.reason = (f"relative error {check.rel_error:.2e} against {check.reference} exceeds "
                       f"tolerance {check.tolerance:.0e}")
+    if repeat_diff is not None:
+        rec.status = "nondeterministic"
+        rec.reason = (f"two validations in one process differ by {repeat_diff:.2e} (relative), "
+                      f"more than the tolerance {rec.tolerance:.0e}")
     rec.times = [float(t) for t in result.times]
+    rec.rounds = [list(rec.times)]
     rec.number_per_run = int(result.number_per_run)
     rec.num_threads = int(result.num_threads)
     rec.peak_mem_bytes = result.peak_mem_bytes
     rec.peak_mem_delta_bytes = result.peak_mem_delta_bytes
     rec.peak_mem_note = result.peak_mem_note
+    fill_summary(rec)
+    rec.extra["min_run_time"] = result.min_run_time
+    if settings.metric_instructions and item.device == "cpu" and item.size.label == "small":
+        _add_instructions(rec, item, settings.seed)
+    return rec, float(result.timed_seconds)
+
+
+def fill_summary(rec: Record) -> None:
+    """The cached summary of `rec.times` (stats.py is the only definition) and noise warnings."""
     summary = stats.summarize(rec.times)
     rec.median, rec.mean, rec.iqr = summary["median"], summary["mean"], summary["iqr"]
     rec.ci_low, rec.ci_high, rec.num_runs = (summary["ci_low"], summary["ci_high"],
                                              summary["num_runs"])
-    rec.extra["min_run_time"] = result.min_run_time
+    rec.warnings = [w for w in rec.warnings if not stats.is_noise_warning(w)]
     rec.warnings.extend(stats.noise_warnings(rec.times))
-    if settings.metric_instructions and item.device == "cpu" and item.size.label == "small":
-        _add_instructions(rec, item, settings.seed)
-    return rec, float(result.timed_seconds)
+
+
+MEMORY_CALLS = 3
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MEMORY_MMAP_THRESHOLD = 128 * 1024
+
+
+def _return_freed_memory_to_the_os() -> bool:
+    """glibc: serve every allocation over 128 KiB by mmap and unmap it on free (no dynamic
+    threshold), so freed buffers leave the resident set and a later peak is visible again."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MEMORY_MMAP_THRESHOLD)
+                    and libc.mallopt(_M_TRIM_THRESHOLD, MEMORY_MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
+
+
+def measure_memory(item: PlanItem, settings: RunSettings) -> Record:
+    """Host peak memory of one unit, in a process of its own (worker mode, CPU only).
+
+    Why a separate pass: in a process that already ran the operator, glibc keeps freed pages
+    mapped and reuses them, so the high-water mark does not rise again (154 of 228 records read
+    0 B that way). Here freed large buffers go back to the OS (mallopt, this process only: the
+    timed rounds run with the allocator's defaults), one untimed call warms up, then the peak
+    over MEMORY_CALLS calls is taken against the resident set just before them.
+    """
+    from bench_suite.memory import HostMemoryProbe
+    from bench_suite.timing import limit_threads
+
+    rec = base_record(item, settings.machine)
+    returned = _return_freed_memory_to_the_os()
+    prep = _prepare(item, settings, rec)
+    if prep is None:
+        return rec
+    probe = HostMemoryProbe()
+    try:
+        with limit_threads(item.num_threads):
+            prep.fn(prep.data_gen_fn())
+            gc.collect()
+            probe.reset()
+            for _ in range(MEMORY_CALLS):
+                prep.fn(prep.data_gen_fn())
+                probe.sample()
+    except Exception as e:  # noqa: BLE001
+        rec.reason = f"memory pass failed: {_one_line(e)}"
+        return rec
+    rec.status = "ok"
+    peak, delta, note = probe.peak()
+    rec.peak_mem_bytes, rec.peak_mem_delta_bytes = peak, delta
+    how = ("freed buffers over 128 KiB returned to the OS" if returned
+           else "allocator defaults (mallopt unavailable)")
+    rec.peak_mem_note = (f"{note}; own process, {MEMORY_CALLS} calls after one warm call, {how}"
+                         if note else None)
+    return rec
+
+
+def validate_only(item: PlanItem, settings: RunSettings, output_path: str | None = None) -> Record:
+    """Prepare and validate without timing (the determinism check's second process)."""
+    rec = base_record(item, settings.machine)
+    prep = _prepare(item, settings, rec)
+    if prep is None:
+        return rec
+    try:
+        check = prep.validate()
+    except Exception as e:  # noqa: BLE001
+        rec.reason = f"validation failed: {_one_line(e)}"
+        return rec
+    rec.rel_error, rec.tolerance, rec.reference = (float(check.rel_error),
+                                                  float(check.tolerance), check.reference)
+    rec.status = "ok" if check.ok else "mismatch"
+    return rec
+
+
+def preload_modules() -> list[str]:
+    """Modules a worker imports before forking: every library a registered variant needs."""
+    from bench_suite.cases import CASES
+
+    names = ["numpy", "scipy.special", "torch"]
+    for case in CASES.values():
+        for variant in case.variants:
+            names.extend(variant.requires)
+    return list(dict.fromkeys(names))
+
+
+def warm_single_threaded(cases: Iterable[Case]) -> None:
+    """Run each single-threaded library once per case and direction at the smallest size (JIT
+    compilation, lazy imports) so forked workers start warm. Libraries that use threads are not
+    run here: their thread pools and compiled kernels depend on the thread count."""
+    for case in cases:
+        size = case.sizes[0]
+        for variant in case.variants:
+            if variant.threads != "single" or "cpu" not in variant.devices:
+                continue
+            for direction in case.directions:
+                try:
+                    prep = case.prepare(direction, size.label, variant.id, "cpu", 1, 0)
+                    prep.fn(prep.data_gen_fn())
+                except Exception:  # noqa: BLE001, S112 - its own job will report the problem
+                    continue
 
 
 def _add_instructions(rec: Record, item: PlanItem, seed: int) -> None:
@@ -202,9 +361,9 @@ def _add_instructions(rec: Record, item: PlanItem, seed: int) -> None:
         rec.instructions = instructions_for(item.case.id, item.direction, item.size.label,
                                             item.variant.id, seed)
     except InstructionsUnavailable as e:
-        rec.warnings.append(f"instruction count skipped: {e}")
+        rec.notes.append(f"instruction count skipped: {e}")
     except Exception as e:  # noqa: BLE001
-        rec.warnings.append(f"instruction count failed: {_one_line(e)}")
+        rec.notes.append(f"instruction count failed: {_one_line(e)}")
 
 
 def _release_device_memory(device: str) -> None:
@@ -216,52 +375,6 @@ def _release_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
     except Exception:  # noqa: BLE001 - best effort after an out-of-memory
         pass
-
-
-def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
-            progress: bool = True) -> RunSummary:
-    """Measure every item not already in `writer`, saving after each one."""
-    done = writer.done_keys()
-    todo = [it for it in items if it.key(settings.machine) not in done]
-    summary = RunSummary()
-    start = time.perf_counter()
-    bar = _progress(todo, progress)
-    try:
-        for item in todo:
-            if bar is not None:
-                bar.set_description_str(item.describe())
-            rec, timed = measure(item, settings)
-            summary.timed_seconds += timed
-            writer.add(rec)
-            summary.records.append(rec)
-            if bar is not None:
-                bar.update(1)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-    finally:
-        if bar is not None:
-            bar.close()
-        summary.wall_seconds = time.perf_counter() - start
-    writer.metadata.setdefault("timing", {})
-    writer.metadata["timing"] = {
-        "wall_seconds": round(writer.metadata["timing"].get("wall_seconds", 0.0)
-                              + summary.wall_seconds, 3),
-        "timed_seconds": round(writer.metadata["timing"].get("timed_seconds", 0.0)
-                               + summary.timed_seconds, 3),
-    }
-    if summary.interrupted:
-        writer.metadata["interrupted_at"] = now_iso()
-    writer.flush()
-    return summary
-
-
-def _progress(items: Sequence[PlanItem], enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=len(items), unit="bench", dynamic_ncols=True,
-                bar_format="{l_bar}{bar:20}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
 
 
 def compare_tables(records: Sequence[Record]) -> str:
@@ -286,4 +399,5 @@ def compare_tables(records: Sequence[Record]) -> str:
 
 
 def _row(r: Record) -> str:
-    return r.sub_label + (" [MISMATCH]" if r.status == "mismatch" else "")
+    flag = {"mismatch": " [MISMATCH]", "nondeterministic": " [NONDETERMINISTIC]"}
+    return r.sub_label + flag.get(r.status, "")

@@ -107,6 +107,11 @@ def noise_warnings(times: Sequence[float]) -> list[str]:
     return [f"Interquartile range is {rel * 100:.1f}% of the median measurement. {why}"]
 
 
+def is_noise_warning(text: str) -> bool:
+    """Whether `text` is one of `noise_warnings`' messages (recomputed, never carried over)."""
+    return text.startswith("Interquartile range is ")
+
+
 def summarize(times: Sequence[float]) -> dict[str, Any]:
     """median, mean, iqr, ci_low, ci_high, num_runs; all None (num_runs 0) without samples."""
     if len(times) == 0:

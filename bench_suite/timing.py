@@ -223,10 +223,12 @@ class BaseHandler:
     def blocked_autorange(self, fn: Callable[..., Any], min_run_time: float | None = None,
                           min_runs: int = 10, data_gen_fn: Callable[[], Any] | None = None,
                           num_warmup: int = 3, max_run_time: float | None = None,
-                          num_threads: int | None = None) -> TimingResult:
+                          num_threads: int | None = None,
+                          max_warmup_time: float | None = None) -> TimingResult:
         """Sample until `min_runs` samples and `min_run_time` seconds (or `max_run_time`).
 
         `min_run_time=None` estimates it from a pilot call (see `estimate_min_run_time`).
+        `max_warmup_time` ends the warmup early once it has lasted that long (after >= 1 call).
         """
         _check_args(min_run_time, min_runs, num_warmup, max_run_time, num_threads)
 
@@ -234,7 +236,7 @@ class BaseHandler:
             return len(times) >= min_runs and spent >= mrt
 
         return self._measure(fn, data_gen_fn, num_warmup, num_threads, min_run_time,
-                             max_run_time, enough)
+                             max_run_time, enough, max_warmup_time)
 
     def adaptive_autorange(self, fn: Callable[..., Any], threshold: float = 0.1,
                            min_run_time: float | None = 0.01, max_run_time: float = 10.0,
@@ -263,11 +265,12 @@ class BaseHandler:
     # -- the algorithm -----------------------------------------------------------------------
 
     def _measure(self, fn, data_gen_fn, num_warmup, num_threads, min_run_time, max_run_time,
-                 enough: Callable[[list[float], float, float], bool]) -> TimingResult:
+                 enough: Callable[[list[float], float, float], bool],
+                 max_warmup_time: float | None = None) -> TimingResult:
         probe = self._memory_probe()
         with limit_threads(num_threads) as threads:
             probe.before_warmup()
-            self._warmup(fn, data_gen_fn, num_warmup)
+            self._warmup(fn, data_gen_fn, num_warmup, max_warmup_time)
             threads.refresh()  # numba may have been imported by the warmup
             with _gc_disabled():
                 probe.reset()
@@ -283,8 +286,13 @@ class BaseHandler:
         result.device = self.device
         return result
 
-    def _warmup(self, fn, data_gen_fn, num_warmup: int) -> None:
+    def _warmup(self, fn, data_gen_fn, num_warmup: int,
+                max_warmup_time: float | None = None) -> None:
+        started = time.perf_counter()
         for i in range(num_warmup):
+            spent = time.perf_counter() - started
+            if i and max_warmup_time is not None and spent > max_warmup_time:
+                break
             try:
                 if data_gen_fn is None:
                     fn()

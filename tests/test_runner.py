@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench_suite import __main__ as cli
-from bench_suite import results, runner
+from bench_suite import orchestrate, results, runner
 from bench_suite.cases.base import Case, Prepared, Size, Validation, Variant, VariantUnavailable
 
 SIZES = (Size("small", (8, 8), 64), Size("medium", (16, 16), 256))
@@ -80,11 +80,13 @@ def test_execute_isolates_failures_and_sets_statuses(tmp_path):
     items = runner.plan([case], ["forward"], ["small"], None, ["cpu"], [1])
     writer = results.RunWriter.create(tmp_path, {"git_sha": "abc1234"})
     settings = runner.RunSettings(preset=runner.PRESETS["quick"], machine="m")
-    summary = runner.execute(items, writer, settings, progress=False)
+    orch = orchestrate.Orchestration(rounds=2, in_process=True, use_guard=False)
+    summary = orchestrate.execute(items, writer, settings, orch, progress=False)
     by_variant = {r.variant: r for r in results.load_records(writer.run_dir)}
     assert not summary.interrupted
     assert by_variant["good"].status == "ok" and by_variant["good"].rel_error == 0.0
-    assert len(by_variant["good"].times) >= runner.PRESETS["quick"].min_runs
+    assert len(by_variant["good"].rounds) == 2
+    assert len(by_variant["good"].times) >= 2 * runner.PRESETS["quick"].min_runs
     assert by_variant["good"].median == pytest.approx(float(np.median(by_variant["good"].times)))
     assert by_variant["wrong"].status == "mismatch" and by_variant["wrong"].times
     assert "exceeds tolerance" in by_variant["wrong"].reason
@@ -96,8 +98,10 @@ def test_execute_isolates_failures_and_sets_statuses(tmp_path):
 
 def run_cli(tmp_path, monkeypatch, case, *args) -> int:
     monkeypatch.setattr("bench_suite.cases.CASES", {"fake": case})
-    return cli.main(["run", "--preset", "quick", "--results-dir", str(tmp_path),
-                     "--threads", "1", "--no-progress", "--machine", "m", *args])
+    resume = "--resume" in args
+    return cli.main(["run", *([] if resume else ["--preset", "quick", "--threads", "1"]),
+                     "--results-dir", str(tmp_path), "--in-process", "--no-guard",
+                     "--no-progress", *([] if resume else ["--machine", "m"]), *args])
 
 
 def test_interrupted_run_keeps_records_leaves_latest_and_resumes(tmp_path, monkeypatch, capsys):
@@ -105,7 +109,7 @@ def test_interrupted_run_keeps_records_leaves_latest_and_resumes(tmp_path, monke
     (tmp_path / "latest" / "marker").write_text("previous run")
     case = make_case(Interrupts(at={2}))
     code = run_cli(tmp_path, monkeypatch, case, "--variant", "good,wrong")
-    assert code == runner.EXIT_INTERRUPTED
+    assert code == orchestrate.EXIT_INTERRUPTED
     assert (tmp_path / "latest" / "marker").read_text() == "previous run"
     (run_dir,) = results.list_runs(tmp_path)
     meta, recs = results.load_run(run_dir)

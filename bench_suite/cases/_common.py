@@ -230,7 +230,7 @@ def make_prepared(
     post: Callable[[np.ndarray], np.ndarray] | None = None,
     timer: str = "torch",
     extra: dict[str, Any] | None = None,
-    warnings: list[str] | None = None,
+    notes: list[str] | None = None,
 ) -> Prepared:
     """Wire one variant into a `Prepared`.
 
@@ -254,7 +254,7 @@ def make_prepared(
         return Validation(ref.error_of(got), tol, ref.name)
 
     prepared = Prepared(fn=fn, data_gen_fn=data_gen_fn, validate=validate, timer=timer,
-                        extra=dict(extra or {}), warnings=list(warnings or []))
+                        extra=dict(extra or {}), notes=list(notes or []))
     return prepared
 
 
@@ -317,7 +317,8 @@ TORCHLINOPS_VARIANTS = (
     Variant("torchlinops-linop", ("cpu", "cuda"), ("torchlinops",),
             note="torchlinops linop built once outside timing; A(x) / A.H(y)"),
     Variant("sigpy", ("cpu", "cuda"), ("sigpy",),
-            note="NumPy on the CPU (single-threaded), CuPy on CUDA (timer: cupy)"),
+            note="NumPy on the CPU (single-threaded), CuPy on CUDA (timer: cupy)",
+            threads="single"),
 )
 
 

@@ -45,6 +45,7 @@ class Variant:
     # "torch" -> TorchHandler, "cupy" -> CupyHandler on CUDA (sigpy on the GPU).
     timer: str = "torch"
     note: str = ""
+    threads: str = "native"  # "single": ignores thread settings (warmed in worker zygotes)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Prepared:
     timer: str = "torch"
     dtype: str = "complex64"
     extra: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

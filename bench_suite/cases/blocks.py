@@ -102,7 +102,7 @@ def _prepare(case: Case, direction: str, size_label: str, variant_id: str, devic
         timer=C.timer_of(variant_id, device),
         extra={"block": list(BLOCK), "stride": list(STRIDE),
                "num_blocks": list(num_blocks(grid))},
-        warnings=C.sigpy_thread_warnings(variant_id, device, num_threads),
+        notes=C.sigpy_thread_warnings(variant_id, device, num_threads),
     )
 
 

@@ -150,7 +150,7 @@ def _prepare(case: Case, direction: str, size_label: str, variant_id: str, devic
         timer=C.timer_of(variant_id, device),
         extra={"width": WIDTH, "beta": BETA, "kernel": "kaiser_bessel",
                "locations": f"grid units, uniform in [{MARGIN}, N-1-{MARGIN}], float32"},
-        warnings=C.sigpy_thread_warnings(variant_id, device, num_threads),
+        notes=C.sigpy_thread_warnings(variant_id, device, num_threads),
     )
 
 

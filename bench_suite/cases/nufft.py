@@ -247,7 +247,7 @@ def _prepare(case: Case, direction: str, size_label: str, variant_id: str, devic
         post=post,
         timer=C.timer_of(variant_id, device),
         extra=extra,
-        warnings=C.sigpy_thread_warnings(variant_id, device, num_threads),
+        notes=C.sigpy_thread_warnings(variant_id, device, num_threads),
     )
 
 

@@ -1,0 +1,403 @@
+"""The runner's outer loop: groups, interleaved rounds, worker processes, the environment guard.
+
+A *group* is one case x direction x size x device x threads; its variants are what a reader
+compares, so they are measured close together in time: in R rounds, each in a seeded random order,
+each unit of each round in a fresh worker process (`bench_suite.worker`). A record keeps its
+samples per round (`rounds`); `times` is their concatenation. Around each group the environment
+guard reads a reference operation; a group measured while the machine changed is measured again
+(a bounded number of times) and what stays unstable is marked.
+
+After its rounds, a unit gets a memory pass (CPU, a process of its own) and, at the small size,
+a determinism check: the output validated in a second process with another PYTHONHASHSEED.
+Records are saved after every round, so an interrupted run keeps what it measured and a resumed
+one continues with the missing rounds.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench_suite import guard, runner
+from bench_suite.results import Record, RunWriter, now_iso
+from bench_suite.runner import PlanItem, RunSettings
+from bench_suite.worker import WARM_CASES_ENV, Job, JobOutcome, WorkerPool
+
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+DEFAULT_TIMEOUT = 600.0
+_ROUND_STREAM = 4
+
+
+@dataclass
+class Orchestration:
+    """How a run is carried out (beside *what* is measured, in RunSettings)."""
+
+    rounds: int = 1
+    in_process: bool = False
+    timeout: float | None = DEFAULT_TIMEOUT
+    hash_seed: int = 0
+    check_determinism: bool = True
+    use_guard: bool = True
+    max_remeasure: int = 1
+    worker_env: dict[str, str] = field(default_factory=dict)
+    workdir: Path | None = None
+    warm_cases: list[str] = field(default_factory=list)  # empty: every case
+
+
+@dataclass
+class RunSummary:
+    records: list[Record] = field(default_factory=list)
+    interrupted: bool = False
+    interruption: BaseException | None = None
+    wall_seconds: float = 0.0
+    timed_seconds: float = 0.0
+    worker_startup_seconds: float = 0.0
+    job_seconds: float = 0.0
+    remeasured_groups: int = 0
+    unstable_groups: int = 0
+
+
+def group_key(item: PlanItem) -> tuple:
+    return (item.case.id, item.direction, item.size.label, item.device, item.num_threads)
+
+
+def item_key(item: PlanItem, machine: str) -> tuple:
+    """The record key of `item` (results.IDENTITY_FIELDS order)."""
+    return runner.base_record(item, machine).key()
+
+
+def group_items(items: Sequence[PlanItem]) -> dict[tuple, list[PlanItem]]:
+    groups: dict[tuple, list[PlanItem]] = {}
+    for item in items:
+        groups.setdefault(group_key(item), []).append(item)
+    return groups
+
+
+def round_order(items: Sequence[PlanItem], seed: int, round_index: int) -> list[PlanItem]:
+    """The seeded random order of one group's units in one round (same seed -> same order)."""
+    if not items:
+        return []
+    key = zlib.crc32("|".join(map(str, group_key(items[0]))).encode())
+    rng = np.random.default_rng([int(seed), _ROUND_STREAM, key, int(round_index)])
+    return [items[i] for i in rng.permutation(len(items))]
+
+
+def is_complete(rec: Record | None, rounds: int) -> bool:
+    if rec is None:
+        return False
+    return rec.status in ("skipped", "failed") or len(rec.rounds) >= rounds
+
+
+# ----------------------------------------------------------------------------- combining rounds
+
+
+def failed_record(item: PlanItem, machine: str, reason: str) -> Record:
+    rec = runner.base_record(item, machine)
+    rec.reason = reason
+    return rec
+
+
+def add_round(acc: Record | None, new: Record, round_index: int, position: int,
+              rounds_planned: int) -> Record:
+    """Fold one round's record into the accumulated one (see the module doc for the rules)."""
+    new_samples = list(new.times)
+    if acc is None or not acc.rounds:
+        rec = new
+        rec.rounds = [new_samples] if new_samples else []
+        rec.extra["round_positions"] = [position]
+        rec.extra["rounds_planned"] = rounds_planned
+        if rec.status == "failed" and round_index:
+            rec.reason = f"round {round_index + 1}: {rec.reason}"
+        return rec
+    acc.extra.setdefault("round_positions", []).append(position)
+    if new.status in ("failed", "skipped"):
+        acc.status = "failed"
+        acc.reason = f"round {round_index + 1} of {rounds_planned}: {new.reason}"
+        return acc
+    acc.rounds.append(new_samples)
+    acc.times = [t for r in acc.rounds for t in r]
+    if (acc.status != "nondeterministic" and new.rel_error is not None
+            and acc.rel_error is not None and new.status != acc.status):
+        errors = acc.extra.setdefault("round_rel_errors", [acc.rel_error])
+        errors.append(new.rel_error)
+        acc.status = "nondeterministic"
+        acc.reason = (f"validation differs between rounds (relative errors "
+                      f"{', '.join(f'{e:.2e}' for e in errors)}; tolerance {acc.tolerance:.0e})")
+    elif new.status == "nondeterministic":
+        acc.status, acc.reason = new.status, new.reason
+    for name in ("peak_mem_bytes", "peak_mem_delta_bytes"):
+        values = [v for v in (getattr(acc, name), getattr(new, name)) if v is not None]
+        setattr(acc, name, max(values) if values else None)
+    acc.extra["timed_seconds"] = (acc.extra.get("timed_seconds", 0.0)
+                                  + new.extra.get("timed_seconds", 0.0))
+    runner.fill_summary(acc)
+    return acc
+
+
+# ----------------------------------------------------------------------------- one unit
+
+
+class Executor:
+    """Runs jobs either in worker processes or, with `in_process`, right here."""
+
+    def __init__(self, settings: RunSettings, orch: Orchestration):
+        self.settings, self.orch = settings, orch
+        self.pool: WorkerPool | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if not orch.in_process:
+            cases = ",".join(dict.fromkeys(orch.warm_cases))
+            env = {**orch.worker_env, **({WARM_CASES_ENV: cases} if cases else {})}
+            if orch.workdir is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="linop-bench-workers-")
+                workdir = Path(self._tmp.name)
+            else:
+                workdir = orch.workdir
+            self.pool = WorkerPool(workdir, env)
+
+    def prestart(self, items: Sequence[PlanItem]) -> None:
+        """Start every zygote the run will need, together (see WorkerPool.prestart)."""
+        if self.pool is None:
+            return
+        keys = [(i.num_threads, self.orch.hash_seed) for i in items]
+        if self.orch.check_determinism and any(i.size.label == "small" for i in items):
+            keys.append((1, self.orch.hash_seed + 1))
+        self.pool.prestart(keys)
+
+    def job(self, kind: str, item: PlanItem, round_index: int = 0) -> Job:
+        s = self.settings
+        return Job(kind=kind, case=item.case.id, direction=item.direction,
+                   size_label=item.size.label, variant=item.variant.id, device=item.device,
+                   num_threads=item.num_threads, seed=s.seed, machine=s.machine,
+                   preset=s.preset.to_dict(), round_index=round_index,
+                   metric_instructions=s.metric_instructions and round_index == 0)
+
+    def run(self, kind: str, item: PlanItem, round_index: int = 0,
+            hash_seed: int | None = None) -> tuple[Record, float]:
+        """(record, seconds the job took); a crashed or hung worker gives a failed record."""
+        started = time.perf_counter()
+        if self.pool is None:
+            rec = self._in_process(kind, item)
+            rec.hash_seed = _own_hash_seed()
+            return rec, time.perf_counter() - started
+        seed = self.orch.hash_seed if hash_seed is None else hash_seed
+        outcome: JobOutcome = self.pool.run(self.job(kind, item, round_index), seed,
+                                            self.orch.timeout)
+        if outcome.record is None:
+            return failed_record(item, self.settings.machine, outcome.failure or "no record"), \
+                outcome.seconds
+        return Record.from_dict(outcome.record, source="worker"), outcome.seconds
+
+    def _in_process(self, kind: str, item: PlanItem) -> Record:
+        if kind == "measure":
+            rec, timed = runner.measure(item, self.settings)
+            rec.extra["timed_seconds"] = round(timed, 6)
+            return rec
+        if kind == "memory":
+            return runner.measure_memory(item, self.settings)
+        return runner.validate_only(item, self.settings)
+
+    def startup_seconds(self) -> float:
+        return self.pool.startup_seconds() if self.pool is not None else 0.0
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _own_hash_seed() -> int | None:
+    value = os.environ.get("PYTHONHASHSEED")
+    return int(value) if value and value.isdigit() else None
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="job", dynamic_ncols=True,
+                            bar_format="{l_bar}{bar:20}| {n_fmt}/{total_fmt} "
+                                       "[{elapsed}<{remaining}]")
+
+    def step(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(text)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _describe(item: PlanItem, round_index: int, rounds: int) -> str:
+    return f"{item.describe()} r{round_index + 1}/{rounds}"
+
+
+def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
+            orch: Orchestration | None = None, progress: bool = True) -> RunSummary:
+    """Measure every unit not complete in `writer`; save after every round of every unit."""
+    orch = orch or Orchestration(rounds=settings.preset.rounds)
+    if not orch.warm_cases:
+        orch.warm_cases = [i.case.id for i in items]
+    summary = RunSummary()
+    start = time.perf_counter()
+    executor = Executor(settings, orch)
+    machine = settings.machine
+    stored = {r.key(): r for r in writer.records}
+    groups = group_items(items)
+    todo_jobs = sum(orch.rounds - len(stored[k].rounds) if k in stored else orch.rounds
+                    for k in (item_key(i, machine) for i in items)
+                    if not is_complete(stored.get(k), orch.rounds))
+    bar = _progress_bar(todo_jobs, progress)
+    checked: dict[tuple, Record] = {}
+    baseline = guard.read() if orch.use_guard else None
+    if baseline is not None:
+        writer.metadata.setdefault("guard", {})["baseline"] = baseline.to_dict()
+    try:
+        if todo_jobs:
+            executor.prestart(items)
+        for items_of_group in groups.values():
+            keys = [item_key(i, machine) for i in items_of_group]
+            if all(is_complete(stored.get(k), orch.rounds) for k in keys):
+                continue
+            _measure_group(items_of_group, stored, writer, executor, orch, summary, bar,
+                           baseline)
+            for item in items_of_group:
+                rec = stored[item_key(item, machine)]
+                if rec.status in ("skipped", "failed") or rec.extra.get("post_done"):
+                    continue
+                _memory_pass(item, rec, executor)
+                _determinism_check(item, rec, executor, orch, checked)
+                rec.extra["post_done"] = True
+                writer.add(rec)
+    except KeyboardInterrupt as e:
+        summary.interrupted, summary.interruption = True, e
+    finally:
+        bar.close()
+        summary.worker_startup_seconds = executor.startup_seconds()
+        executor.close()
+        summary.wall_seconds = time.perf_counter() - start
+    summary.records = list(writer.records)
+    _record_timing(writer, summary, orch)
+    if summary.interrupted:
+        writer.metadata["interrupted_at"] = now_iso()
+    writer.flush()
+    return summary
+
+
+def _progress_bar(total: int, enabled: bool) -> _Progress:
+    return _Progress(total, enabled)
+
+
+def _measure_group(items: list[PlanItem], stored: dict[tuple, Record], writer: RunWriter,
+                   executor: Executor, orch: Orchestration, summary: RunSummary, bar: _Progress,
+                   baseline: guard.Reading | None) -> None:
+    machine = executor.settings.machine
+    for attempt in range(orch.max_remeasure + 1):
+        before = guard.read() if baseline is not None else None
+        for r in range(orch.rounds):
+            for position, item in enumerate(round_order(items, executor.settings.seed, r)):
+                key = item_key(item, machine)
+                acc = stored.get(key)
+                if is_complete(acc, orch.rounds) or (acc is not None and len(acc.rounds) > r):
+                    continue
+                new, seconds = executor.run("measure", item, r)
+                summary.job_seconds += seconds
+                summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
+                rec = add_round(acc, new, r, position, orch.rounds)
+                stored[key] = rec
+                writer.add(rec)
+                bar.step(_describe(item, r, orch.rounds))
+        if before is None or baseline is None:
+            return
+        verdict = guard.judge(before, guard.read(), baseline)
+        measured = [stored[item_key(i, machine)] for i in items]
+        for rec in measured:
+            rec.extra["guard"] = verdict.to_dict()
+        if verdict.stable:
+            for rec in measured:
+                writer.add(rec)
+            return
+        if attempt < orch.max_remeasure:
+            summary.remeasured_groups += 1
+            for item in items:  # measure the whole group again, from round 1
+                key = item_key(item, machine)
+                if stored[key].status not in ("skipped",):
+                    del stored[key]
+            continue
+        summary.unstable_groups += 1
+        for rec in measured:
+            rec.warnings.append(f"environment unstable while measured: {verdict.reason}")
+            writer.add(rec)
+
+
+def _memory_pass(item: PlanItem, rec: Record, executor: Executor) -> None:
+    """CPU host peak memory from a process of its own (see runner.measure_memory)."""
+    if item.device != "cpu" or executor.pool is None:
+        return
+    mem, _ = executor.run("memory", item)
+    if mem.status == "ok":
+        rec.peak_mem_bytes = mem.peak_mem_bytes
+        rec.peak_mem_delta_bytes = mem.peak_mem_delta_bytes
+        rec.peak_mem_note = mem.peak_mem_note
+    else:
+        rec.notes.append(f"memory pass failed ({mem.reason}); peak memory from the timed rounds")
+
+
+def _determinism_check(item: PlanItem, rec: Record, executor: Executor, orch: Orchestration,
+                       checked: dict[tuple, Record]) -> None:
+    """Small size only: validate again in a process with another hash seed."""
+    if (not orch.check_determinism or item.size.label != "small" or rec.rel_error is None
+            or rec.tolerance is None):
+        return
+    if executor.pool is None:
+        rec.notes.append("determinism across hash seeds not checked (--in-process)")
+        return
+    unit = (item.case.id, item.direction, item.size.label, item.variant.id, item.device)
+    other_seed = orch.hash_seed + 1
+    if unit not in checked:
+        single = PlanItem(item.case, item.direction, item.size, item.variant, item.device, 1)
+        checked[unit], _ = executor.run("validate", single, hash_seed=other_seed)
+    other = checked[unit]
+    if other.rel_error is None:
+        rec.notes.append(f"determinism check failed to run: {other.reason}")
+        return
+    diff = abs(other.rel_error - rec.rel_error)
+    rec.determinism = {"hash_seeds": [orch.hash_seed, other_seed],
+                       "rel_errors": [rec.rel_error, other.rel_error], "max_difference": diff}
+    if diff > rec.tolerance:
+        rec.status = "nondeterministic"
+        rec.reason = (f"output depends on the hash seed: relative error {rec.rel_error:.2e} "
+                      f"with PYTHONHASHSEED={orch.hash_seed}, {other.rel_error:.2e} with "
+                      f"{other_seed} (tolerance {rec.tolerance:.0e})")
+
+
+def _record_timing(writer: RunWriter, summary: RunSummary, orch: Orchestration) -> None:
+    old: dict[str, Any] = writer.metadata.get("timing", {}) or {}
+
+    def add(name: str, value: float) -> float:
+        return round(float(old.get(name, 0.0)) + value, 3)
+
+    writer.metadata["timing"] = {
+        "wall_seconds": add("wall_seconds", summary.wall_seconds),
+        "timed_seconds": add("timed_seconds", summary.timed_seconds),
+        "worker_startup_seconds": add("worker_startup_seconds", summary.worker_startup_seconds),
+        "job_seconds": add("job_seconds", summary.job_seconds),
+    }
+    g = writer.metadata.setdefault("guard", {})
+    g["remeasured_groups"] = int(g.get("remeasured_groups", 0)) + summary.remeasured_groups
+    g["unstable_groups"] = int(g.get("unstable_groups", 0)) + summary.unstable_groups

@@ -1,0 +1,185 @@
+"""Worker processes and rounds, with real workers running test doubles (tests/plugins): crashes,
+hangs, exits, hash-seed dependence, memory, interrupts and the seeded round order."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench_suite import __main__ as cli
+from bench_suite import orchestrate, results, runner, worker
+
+PLUGINS = Path(__file__).parent / "plugins"
+sys.path.insert(0, str(PLUGINS))
+import worker_doubles  # noqa: E402  (registers the "doubles" case in this process too)
+
+
+@pytest.fixture(scope="module")
+def worker_environment():
+    """Workers import the doubles through LINOP_BENCH_PLUGINS, found on PYTHONPATH."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", worker.PLUGINS_ENV)}
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGINS),
+                                                             saved["PYTHONPATH"]]))
+    os.environ[worker.PLUGINS_ENV] = "worker_doubles"
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def doubles_run(worker_environment, tmp_path_factory):
+    """One real run of every double in worker processes, 2 rounds, 5 s timeout."""
+    out = tmp_path_factory.mktemp("results")
+    code = cli.main(["run", "--preset", "quick", "--case", worker_doubles.CASE_ID,
+                     "--threads", "1", "--rounds", "2", "--timeout", "5", "--results-dir",
+                     str(out), "--no-progress", "--machine", "m", "--no-guard"])
+    meta, recs = results.load_run(out / "latest")
+    return code, meta, {r.variant: r for r in recs}
+
+
+def test_a_crashing_worker_is_a_failed_record_and_the_run_goes_on(doubles_run):
+    code, _, recs = doubles_run
+    assert code == 0
+    assert recs["segfault"].status == "failed"
+    assert "killed by SIGSEGV (signal 11)" in recs["segfault"].reason
+    assert recs["good"].status == "ok"
+
+
+def test_a_hanging_worker_is_killed_at_the_timeout(doubles_run):
+    _, _, recs = doubles_run
+    assert recs["hang"].status == "failed"
+    assert recs["hang"].reason == "timed out after 5 s (worker killed)"
+
+
+def test_a_worker_that_exits_the_interpreter_is_a_failed_record(doubles_run):
+    _, _, recs = doubles_run
+    assert recs["exits"].status == "failed"
+    assert "exited with code 1" in recs["exits"].reason and "SystemExit" in recs["exits"].reason
+
+
+def test_rounds_are_kept_apart_and_pooled(doubles_run):
+    _, meta, recs = doubles_run
+    good = recs["good"]
+    assert meta["settings"]["rounds"] == 2 and len(good.rounds) == 2
+    assert good.times == [t for r in good.rounds for t in r]
+    assert len(good.extra["round_positions"]) == 2
+    assert good.hash_seed == 0 and meta["hash_seed"] == 0
+
+
+def test_the_determinism_check_flags_output_that_depends_on_the_hash_seed(doubles_run):
+    _, _, recs = doubles_run
+    flagged, steady = recs["hashseed"], recs["good"]
+    assert flagged.status == "nondeterministic"
+    assert flagged.determinism["hash_seeds"] == [0, 1]
+    e0, e1 = flagged.determinism["rel_errors"]
+    assert abs(e0 - e1) > flagged.tolerance and "depends on the hash seed" in flagged.reason
+    assert steady.status == "ok" and steady.determinism["max_difference"] == 0.0
+
+
+def test_host_peak_memory_comes_from_a_process_of_its_own(doubles_run):
+    _, _, recs = doubles_run
+    # 64 MB allocated and freed per call: visible although every call reuses the same sizes.
+    assert recs["allocates"].peak_mem_delta_bytes >= 50e6
+    assert "own process" in recs["allocates"].peak_mem_note
+
+
+def test_round_order_is_seeded():
+    case = worker_doubles.CASE
+    items = runner.plan([case], None, ["small"], None, ["cpu"], [1])
+    orders = {seed: [[i.variant.id for i in orchestrate.round_order(items, seed, r)]
+                     for r in range(3)] for seed in (0, 1)}
+    again = [[i.variant.id for i in orchestrate.round_order(items, 0, r)] for r in range(3)]
+    assert orders[0] == again
+    assert orders[0] != orders[1]
+    assert all(sorted(o) == sorted(v.id for v in case.variants) for o in orders[0])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "interrupted"),
+                                                   (signal.SIGTERM, 143, "terminated")])
+def test_interrupt_with_workers_alive_leaves_no_orphans(tmp_path, sig, code, word):
+    marker = f"LINOP_BENCH_TEST_MARKER={os.getpid()}-{sig}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.getcwd()]),
+           worker.PLUGINS_ENV: "worker_doubles", worker_doubles.PID_DIR_ENV: str(tmp_path),
+           marker.split("=")[0]: marker.split("=")[1]}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import worker_doubles, sys; from bench_suite.__main__ import "
+         "main; sys.exit(main())", "run", "--preset", "quick", "--case", "doubles",
+         "--variant", "good,hang", "--threads", "1", "--rounds", "1", "--results-dir",
+         str(tmp_path / "res"), "--no-progress", "--no-guard", "--no-determinism-check"],
+        env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not list(tmp_path.glob("*.pid")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (pid_file,) = tmp_path.glob("*.pid")
+    child = int(pid_file.read_text())
+    assert _alive(child) and _processes_with(marker)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    assert word in err and "--resume" in err
+    time.sleep(0.5)
+    assert not _alive(child)
+    assert _processes_with(marker) == []
+    (run_dir,) = results.list_runs(tmp_path / "res")
+    meta = results.load_metadata(run_dir)
+    assert meta["partial"] is True and not (tmp_path / "res" / "latest").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--rounds", "0"], "--rounds must be at least 1, got 0"),
+    (["--timeout", "-1"], "--timeout must be a positive number of seconds, got -1"),
+    (["--seed", "-1"], "--seed must be a non-negative integer"),
+    (["--hash-seed", "-2"], "--hash-seed must be in [0, 4294967295], got -2"),
+])
+def test_bad_run_numbers_are_one_line_and_exit_2(tmp_path, capsys, args, message):
+    assert cli.main(["run", "--results-dir", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_describe_status_names_signals_and_exit_codes():
+    assert worker.describe_status(signal.SIGSEGV) == "killed by SIGSEGV (signal 11)"
+    assert "out of memory?" in worker.describe_status(signal.SIGKILL)
+    assert worker.describe_status(3 << 8) == "exited with code 3"
+
+
+def test_recorded_worker_environment_has_no_paths():
+    env = worker.worker_env(2, 7, base={"HOME": "/home/someone"})
+    shown = worker.recorded_env(env)
+    assert shown["OMP_NUM_THREADS"] == "2" and shown["PYTHONHASHSEED"] == "7"
+    assert shown["TORCHINDUCTOR_CACHE_DIR"] == "(set)"
+    assert not any("/" in v for v in shown.values())
