@@ -33,7 +33,9 @@ def check_choices(kind: str, given: Sequence[str] | None, valid: Sequence[str]) 
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from bench_suite.cases import CASES, available
+    """Every case with its directions, sizes and registered variants (with what runs here),
+    then every registered library with its title and notes."""
+    from bench_suite.cases import CASES, available, registry
 
     for case in CASES.values():
         print(f"{case.id}: {case.title}")
@@ -51,6 +53,9 @@ def cmd_list(args: argparse.Namespace) -> int:
                 reason = available(case, v.id, device)
                 states.append(f"{device}: {'available' if reason is None else reason}")
             print(f"    {v.id:<18} " + "; ".join(states))
+    print("libraries:")
+    for v in registry.variants():
+        print(f"  {v.id:<18} {v.title}: {'; '.join(v.notes)}")
     return 0
 
 
@@ -92,8 +97,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_choices("case", cases, list(CASES))
         check_choices("direction", directions, DIRECTIONS)
         check_choices("size", sizes, SIZE_LABELS)
-        all_variants = list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants))
-        check_choices("variant", variants, all_variants)
+        # The registered variants, in registry order, that some case implements (each case's
+        # variants are the registry's view of its family).
+        check_choices("variant", variants,
+                      list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants)))
         devices = _resolve_devices(args.device)
         try:
             threads = runner.parse_threads(args.threads, environment.usable_cores())
