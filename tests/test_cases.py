@@ -188,6 +188,8 @@ WRONG = [
     ("nufft3d", "forward", "finufft", "conj"),
     ("nufft3d", "adjoint", "finufft", "shift"),
     ("nufft3d", "adjoint", "torchkbnufft", "scale"),
+    ("nufft2d", "forward", "ducc0", "conj"),
+    ("nufft2d", "adjoint", "ducc0", "shift"),
     ("interp2d", "forward", "sigpy", "scale"),
     ("interp3d", "adjoint", "torchlinops-linop", "scale"),
     ("blocks3d", "forward", "torchlinops", "scale"),
@@ -210,7 +212,7 @@ def test_a_wrong_variant_is_flagged(prepared, monkeypatch, case_id, direction, v
     assert check.rel_error > 5 * check.tolerance
 
 
-@pytest.mark.parametrize("variant_id", ["finufft"])
+@pytest.mark.parametrize("variant_id", ["finufft", "ducc0"])
 def test_missing_normalisation_is_flagged(prepared, monkeypatch, variant_id):
     prep = prepared("nufft2d", "forward", variant_id)
     right = prep.fn
@@ -331,7 +333,7 @@ def test_cuda_variants_are_refused_without_cuda(case_id, direction, variant_id):
     assert str(err.value) == reason
 
 
-@pytest.mark.parametrize("variant_id", ["finufft"])
+@pytest.mark.parametrize("variant_id", ["finufft", "ducc0"])
 def test_a_missing_library_is_reported(monkeypatch, variant_id):
     monkeypatch.setattr(C, "module_installed", lambda name: name != variant_id)
     case = CASES["nufft3d"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bench_suite.cases import (
     lib_cufinufft,
+    lib_ducc0,
     lib_finufft,
     lib_sigpy,
     lib_torchkbnufft,
@@ -19,6 +20,7 @@ BUILTIN = (
     lib_finufft.VARIANT,
     lib_cufinufft.VARIANT,
     lib_torchkbnufft.VARIANT,
+    lib_ducc0.VARIANT,
 )
 
 for _variant in BUILTIN:
