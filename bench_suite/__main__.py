@@ -35,7 +35,9 @@ def check_choices(kind: str, given: Sequence[str] | None, valid: Sequence[str]) 
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from bench_suite.cases import CASES, available
+    """Every case with its directions, sizes and registered variants (with what runs here),
+    then every registered library with its title and notes."""
+    from bench_suite.cases import CASES, available, registry
 
     for case in CASES.values():
         print(f"{case.id}: {case.title}")
@@ -53,6 +55,9 @@ def cmd_list(args: argparse.Namespace) -> int:
                 reason = available(case, v.id, device)
                 states.append(f"{device}: {'available' if reason is None else reason}")
             print(f"    {v.id:<18} " + "; ".join(states))
+    print("libraries:")
+    for v in registry.variants():
+        print(f"  {v.id:<18} {v.title}: {'; '.join(v.notes)}")
     return 0
 
 
@@ -137,8 +142,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_choices("case", cases, list(CASES))
         check_choices("direction", directions, DIRECTIONS)
         check_choices("size", sizes, SIZE_LABELS)
-        all_variants = list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants))
-        check_choices("variant", variants, all_variants)
+        # The registered variants, in registry order, that some case implements (each case's
+        # variants are the registry's view of its family).
+        check_choices("variant", variants,
+                      list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants)))
         devices = _resolve_devices(args.device or "cpu")
         try:
             threads = runner.parse_threads(args.threads or "1,all", environment.usable_cores())
@@ -175,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "settings": sel, "hash_seed": hash_seed,
                 "worker_environment": None if args.in_process else worker.recorded_env(
                     worker.worker_env(1, hash_seed, base={}, extra=extra_env)),
-                "catalogue": _catalogue()}
+                "catalogue": _catalogue(sel["cases"])}
         if not args.no_guard:
             from bench_suite import guard
 
@@ -220,12 +227,11 @@ def _plan(sel: dict) -> list:
                        sel["variants"], sel["devices"], sel["threads"])
 
 
-def _catalogue() -> dict | None:
+def _catalogue(case_ids: list[str]) -> dict:
     """What this run measured, as the report should name and order it (see bench_suite.cases)."""
-    from bench_suite import cases
+    from bench_suite.cases import catalogue
 
-    describe = getattr(cases, "catalogue", None)
-    return describe() if describe is not None else None
+    return catalogue(case_ids)
 
 
 def _resolve_resume(spec: str, results_dir: Path) -> Path:

@@ -12,30 +12,35 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# Distribution names of every library whose numbers we publish, keyed as they appear in metadata.
-TRACKED_PACKAGES = {
+# Distributions every run depends on, keyed as they appear in metadata; each measured library
+# adds its own through its registry entry (`Variant.packages`, see tracked_packages).
+CORE_PACKAGES = {
     "torch": "torch",
     "numpy": "numpy",
     "scipy": "scipy",
-    "numba": "numba",
-    "sigpy": "sigpy",
-    "torchlinops": "torch-named-linops",
-    "cupy": "cupy-cuda12x",
-    "finufft": "finufft",
-    "torchkbnufft": "torchkbnufft",
     "threadpoolctl": "threadpoolctl",
 }
+
+
+def tracked_packages() -> dict[str, str]:
+    """Metadata key -> distribution name: the core packages, then every registered library's."""
+    from bench_suite.cases import registry
+
+    tracked = dict(CORE_PACKAGES)
+    for variant in registry.variants():
+        tracked.update(variant.packages)
+    return tracked
 
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions, read from package metadata so nothing heavy is imported."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
-    for key, dist in TRACKED_PACKAGES.items():
+    for key, dist in tracked_packages().items():
         try:
             versions[key] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             versions[key] = None
-    if versions["cupy"] is None:
+    if "cupy" in versions and versions["cupy"] is None:
         for dist in ("cupy-cuda13x", "cupy-cuda11x", "cupy"):
             try:
                 versions["cupy"] = importlib.metadata.version(dist)

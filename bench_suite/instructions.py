@@ -147,7 +147,15 @@ def instructions_for(case_id: str, direction: str, size_label: str, variant_id: 
     """Instructions per call of one CPU benchmark, single-threaded (what the runner records).
 
     The runner calls this for CPU variants at the small size; about a minute per call here,
-    more for torchlinops variants whose first call compiles under valgrind.
+    more for torchlinops variants whose first call compiles under valgrind. The variant is
+    looked up in the registry first: an unknown id is a ValueError naming the registered ones,
+    and a variant that does not run on the CPU is InstructionsUnavailable, both before
+    valgrind is started.
     """
+    from bench_suite.cases import registry
+
+    if "cpu" not in registry.get(variant_id).devices:
+        raise InstructionsUnavailable(f"{variant_id} does not run on the CPU, and callgrind "
+                                      "counts CPU instructions only")
     setup = benchmark_setup(case_id, direction, size_label, variant_id, seed)
     return count_instructions("prep.fn(data)", setup, number=number, num_threads=1).per_call

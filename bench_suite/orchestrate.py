@@ -72,7 +72,7 @@ def group_key(item: PlanItem) -> tuple:
 
 def item_key(item: PlanItem, machine: str) -> tuple:
     """The record key of `item` (results.IDENTITY_FIELDS order)."""
-    return runner.base_record(item, machine).key()
+    return item.key(machine)
 
 
 def group_items(items: Sequence[PlanItem]) -> dict[tuple, list[PlanItem]]:

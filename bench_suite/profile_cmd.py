@@ -6,10 +6,11 @@ the case catalogue exactly as the runner builds it; warmup calls (torch.compile 
 first call of torchlinops) run before the profiler starts, and the inputs of the profiled steps
 are generated before it too, so the trace holds only the timed function.
 
-Limitation: torch.profiler sees torch operators only. SigPy (NumPy / CuPy) and FINUFFT variants
+Limitation: torch.profiler sees torch operators only. Variants whose registry entry does not run
+through torch operators (`Variant.torch_operators` false: SigPy on NumPy / CuPy, FINUFFT, ducc0)
 show one range per step in the trace, with no breakdown inside; for them the command also writes
-a Python-level cProfile summary (python.txt). Native code inside NumPy / FINUFFT / CuPy is opaque
-to both.
+a Python-level cProfile summary (python.txt). Native code inside those libraries is opaque to
+both.
 """
 
 from __future__ import annotations
@@ -30,13 +31,11 @@ from bench_suite.cases.base import DEVICES
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 DEFAULT_PROFILES_DIR = Path("benchmarks/profiles")
-# Variants whose work runs through torch operators (and so gets an operator breakdown).
-TORCH_VARIANTS = ("torchlinops", "torchlinops-linop", "torchkbnufft")
 TOP_OPS = 15  # operators kept in meta.json's summary
 NON_TORCH_NOTE = ("variant {variant} does not run through torch operators: the trace shows one "
                   "range per step with no breakdown inside; see python.txt for a Python-level "
-                  "(cProfile) summary. Native code inside NumPy / CuPy / FINUFFT is opaque "
-                  "to both.")
+                  "(cProfile) summary. Native code inside NumPy / CuPy / compiled libraries "
+                  "is opaque to both.")
 
 
 class _Usage(Exception):
@@ -166,7 +165,7 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     inputs = [prep.data_gen_fn() for _ in range(args.steps)]
     _sync(args.device)
 
-    torch_based = variant.id in TORCH_VARIANTS
+    torch_based = variant.torch_operators  # the registry entry says whether torch ops do the work
     notes = [] if torch_based else [NON_TORCH_NOTE.format(variant=variant.id)]
     trace = out / ("trace.json.gz" if args.gzip else "trace.json")
     stale = out / ("trace.json" if args.gzip else "trace.json.gz")

@@ -70,8 +70,14 @@ class PlanItem:
     num_threads: int
 
     def key(self, machine: str) -> tuple:
-        return (self.case.id, self.direction, self.size.label, self.variant.id, self.device,
-                self.num_threads, machine)
+        """The identity of the record this item makes, in `results.IDENTITY_FIELDS` order (what
+        resume compares with `Record.key()`); a field the item cannot supply is a KeyError."""
+        from bench_suite import results
+
+        values = {"case": self.case.id, "direction": self.direction,
+                  "size_label": self.size.label, "variant": self.variant.id,
+                  "device": self.device, "num_threads": self.num_threads, "machine": machine}
+        return tuple(values[name] for name in results.IDENTITY_FIELDS)
 
     def describe(self) -> str:
         return (f"{self.case.id} {self.direction} {self.size.label} {self.variant.id} "
@@ -97,7 +103,10 @@ def plan(cases: Iterable[Case], directions: Sequence[str] | None, sizes: Sequenc
          variants: Sequence[str] | None, devices: Sequence[str],
          threads: Sequence[int]) -> list[PlanItem]:
     """The cartesian product, restricted to each variant's devices. GPU runs use one thread
-    setting (the host's thread count barely matters for GPU kernels), the first given."""
+    setting (the host's thread count barely matters for GPU kernels), the first given.
+
+    Variants come in registry order: a catalogue case's `variants` is the registry's view of its
+    operator family, so a newly registered library is planned with no change here."""
     items = []
     for case in cases:
         for size in case.sizes:

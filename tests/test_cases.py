@@ -1,25 +1,33 @@
-"""The workload catalogue: shapes, dtypes, validation, seeded data, availability.
+"""The workload catalogue: properties every case and every registered variant must have (shapes,
+dtypes, validation, seeded data, availability), whatever the registry holds.
 
 Only the small size runs here. Prepared objects are shared through a module-scoped cache because
-the first torchlinops interpolation call in a process compiles (torch.compile, seconds).
+the first torchlinops interpolation call in a process compiles (torch.compile, seconds). The
+3D cases and the adjoint direction of the validation matrix are `slow`: the default run still
+validates every variant on the forward direction of one case per family it supports.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench_suite.cases import (
     CASES,
+    DEVICES,
     DIRECTIONS,
+    SIZE_LABELS,
     VariantUnavailable,
     available,
     blocks,
     interpolate,
     nufft,
+    registry,
 )
 from bench_suite.cases import _common as C
 
@@ -27,6 +35,14 @@ SEED = 0
 COMBOS = [(c.id, d, v.id) for c in CASES.values() for d in c.directions for v in c.variants]
 CPU_COMBOS = [k for k in COMBOS if "cpu" in CASES[k[0]].variant(k[2]).devices]
 CUDA_COMBOS = [k for k in COMBOS if "cuda" in CASES[k[0]].variant(k[2]).devices]
+# The first case of each family: its forward direction is what the default run validates.
+FIRST_OF_FAMILY = {c.family: c.id for c in reversed(CASES.values())}
+
+
+def with_slow_marks(combos):
+    """Everything but the forward direction of each family's first case is `slow`."""
+    return [k if k[1] == "forward" and k[0] in FIRST_OF_FAMILY.values()
+            else pytest.param(*k, marks=pytest.mark.slow) for k in combos]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +64,7 @@ def prepared():
 
 def expected_shape(case_id: str, direction: str) -> tuple[int, ...]:
     size = CASES[case_id].size("small")
-    if case_id == "blocks3d":
+    if CASES[case_id].family == "blocks":
         nb = blocks.num_blocks(size.grid)
         return nb + blocks.BLOCK if direction == "forward" else tuple(size.grid)
     return (size.num_points,) if direction == "forward" else tuple(size.grid)
@@ -56,7 +72,7 @@ def expected_shape(case_id: str, direction: str) -> tuple[int, ...]:
 
 def input_shape(case_id: str, direction: str) -> tuple[int, ...]:
     size = CASES[case_id].size("small")
-    if case_id == "blocks3d":
+    if CASES[case_id].family == "blocks":
         nb = blocks.num_blocks(size.grid)
         return tuple(size.grid) if direction == "forward" else nb + blocks.BLOCK
     return tuple(size.grid) if direction == "forward" else (size.num_points,)
@@ -66,41 +82,86 @@ def native_dtype_name(a) -> str:
     return str(a.dtype).removeprefix("torch.")
 
 
-# --- the catalogue itself ------------------------------------------------------------------------
-def test_catalogue_matches_the_methodology():
-    assert list(CASES) == ["nufft2d", "nufft3d", "interp2d", "interp3d", "blocks3d"]
-    for case_id in ("nufft2d", "interp2d"):
-        sizes = CASES[case_id].sizes
-        assert [s.grid for s in sizes] == [(64, 64), (128, 128), (256, 256)]
-        assert all(s.num_points == s.problem_size for s in sizes)
-    for case_id in ("nufft3d", "interp3d"):
-        sizes = CASES[case_id].sizes
-        assert [s.grid for s in sizes] == [(32,) * 3, (64,) * 3, (128,) * 3]
-        assert all(s.num_points == s.problem_size // 8 for s in sizes)
-    assert [s.grid for s in CASES["blocks3d"].sizes] == [(32,) * 3, (64,) * 3, (128,) * 3]
+def assert_layout(shape, want) -> None:
+    """`shape` is `want`, possibly behind leading singleton axes (a library's batch layout)."""
+    shape, want = tuple(shape), tuple(want)
+    lead = shape[:len(shape) - len(want)]
+    assert shape[len(lead):] == want and all(n == 1 for n in lead), (shape, want)
+
+
+# --- the catalogue's properties ------------------------------------------------------------------
+def test_every_case_has_every_direction_and_size_in_order():
     for case in CASES.values():
         assert case.directions == DIRECTIONS
-        assert [s.label for s in case.sizes] == ["small", "medium", "large"]
-        for v in case.variants:  # every variant has a tolerance with a stated reason
-            assert C.tolerance(case.id, v.id) > 0
-    nufft_ids = [v.id for v in CASES["nufft2d"].variants]
-    assert nufft_ids == ["torchlinops", "torchlinops-linop", "sigpy", "finufft", "cufinufft",
-                         "torchkbnufft"]
+        assert all(case.direction_titles[d] for d in DIRECTIONS)
+        assert [s.label for s in case.sizes] == list(SIZE_LABELS)
+        grow = [s.problem_size for s in case.sizes]
+        assert grow == sorted(set(grow))
+        assert case.family and len(case.variants) >= 1
+
+
+def test_sizes_follow_the_methodology():
+    """2D: as many points as grid cells; 3D: 1/8 of the grid; blocks: no points."""
+    for case in CASES.values():
+        for s in case.sizes:
+            if case.family == "blocks":
+                assert s.num_points is None
+            elif len(s.grid) == 2:
+                assert s.num_points == s.problem_size
+            else:
+                assert s.num_points == s.problem_size // 8
+
+
+def test_every_case_has_a_reasoned_tolerance_for_every_variant_it_lists():
+    for case in CASES.values():
+        for v in case.variants:
+            tol = v.tolerances[case.family]
+            assert 0 < tol.value < 0.1 and len(tol.reason) > 20, (case.id, v.id)
+
+
+def test_every_variant_has_a_title_colour_devices_and_a_backend_and_clock_per_device():
+    colours = [v.colour for v in registry.variants()]
+    assert len(set(colours)) == len(colours)  # told apart on every chart
+    for v in registry.variants():
+        assert v.title and v.scaling and v.notes, v.id
+        assert v.colour.startswith("#") and len(v.colour) == 7, v.id
+        assert v.devices and set(v.devices) <= set(DEVICES), v.id
+        for device in v.devices:
+            assert v.backend(device) in ("numpy", "cupy", "torch")
+            assert v.clock(device) == ("cupy" if v.backend(device) == "cupy" else "torch")
+        assert any(v in c.variants for c in CASES.values()), f"{v.id} is in no case"
+
+
+def test_no_case_code_compares_with_a_variant_id():
+    """Cases iterate the registry: no `if variant_id == "sigpy"` anywhere in the package."""
+    ids = set(registry.ids())
+    for path in Path(nufft.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                consts = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant)}
+                assert not ids & consts, f"{path.name}:{node.lineno} compares with a variant id"
+
+
+def test_an_undeclared_device_or_unknown_id_is_an_error_not_a_default():
+    finufft = registry.get("finufft")
+    with pytest.raises(ValueError, match="no array backend for 'cuda'"):
+        finufft.backend("cuda")
+    with pytest.raises(ValueError, match="no clock"):
+        finufft.clock("cuda")
+    with pytest.raises(registry.UnknownVariant,
+                       match=r"^unknown variant 'nope' \(registered: torchlinops, "):
+        registry.get("nope")
 
 
 # --- every CPU variant: shapes, dtypes, validation -----------------------------------------------
-@pytest.mark.parametrize(("case_id", "direction", "variant_id"), CPU_COMBOS)
-def test_shapes_dtypes_and_validation(prepared, case_id, direction, variant_id):
+@pytest.mark.parametrize(("case_id", "direction", "variant_id"), with_slow_marks(CPU_COMBOS))
+def test_every_variant_validates_with_the_cases_shapes_and_dtypes(prepared, case_id, direction,
+                                                                  variant_id):
     prep = prepared(case_id, direction, variant_id)
     data = prep.data_gen_fn()
     out = prep.fn(data)
-    want = expected_shape(case_id, direction)
-    if variant_id == "torchkbnufft":  # (batch, coil, ...) layout, one batch and one coil
-        assert tuple(data.shape) == (1, 1, *input_shape(case_id, direction))
-        assert tuple(out.shape) == (1, 1, *want)
-    else:
-        assert tuple(data.shape) == input_shape(case_id, direction)
-        assert tuple(out.shape) == want
+    assert_layout(data.shape, input_shape(case_id, direction))
+    assert_layout(out.shape, expected_shape(case_id, direction))
     assert native_dtype_name(data) == "complex64"
     assert native_dtype_name(out) == "complex64"
     assert prep.timer == "torch"  # CPU: perf_counter through TorchHandler, also for NumPy code
@@ -108,22 +169,27 @@ def test_shapes_dtypes_and_validation(prepared, case_id, direction, variant_id):
 
     check = prep.validate()
     assert check.ok, (check.rel_error, check.tolerance, check.reference)
-    assert check.rel_error < check.tolerance
-    if case_id.startswith("nufft"):
+    case = CASES[case_id]
+    tol = case.variant(variant_id).tolerances[case.family]
+    assert check.tolerance == tol.value
+    if case.family == "nufft":
         assert "scaling" in prep.extra
-        want_ref = "sigpy" if variant_id.startswith("torchlinops") else "exact-dft"
-        assert check.reference == want_ref
+        assert check.reference == (tol.reference or "exact-dft")
     else:
         assert check.reference == "direct-fp64"
 
 
 # The deliberate bugs validation must catch: a 10% scale error everywhere, and for the NUFFT the
-# two classic convention slips (conjugated sign, a missing prod(N)^-1/2 normalisation).
+# classic convention slips: a conjugated sign, a grid shifted by one mode (mode ordering), and a
+# missing prod(N)^-1/2 normalisation (below).
 WRONG = [
     ("nufft2d", "forward", "torchlinops", "scale"),
     ("nufft2d", "adjoint", "sigpy", "scale"),
     ("nufft3d", "forward", "finufft", "conj"),
+    ("nufft3d", "adjoint", "finufft", "shift"),
     ("nufft3d", "adjoint", "torchkbnufft", "scale"),
+    ("nufft2d", "forward", "ducc0", "conj"),
+    ("nufft2d", "adjoint", "ducc0", "shift"),
     ("interp2d", "forward", "sigpy", "scale"),
     ("interp3d", "adjoint", "torchlinops-linop", "scale"),
     ("blocks3d", "forward", "torchlinops", "scale"),
@@ -137,6 +203,8 @@ def test_a_wrong_variant_is_flagged(prepared, monkeypatch, case_id, direction, v
     right = prep.fn
     if bug == "scale":
         monkeypatch.setattr(prep, "fn", lambda d: right(d) * 1.1)
+    elif bug == "shift":
+        monkeypatch.setattr(prep, "fn", lambda d: np.roll(C.to_numpy(right(d)), 1, axis=-1))
     else:
         monkeypatch.setattr(prep, "fn", lambda d: right(d).conj())
     check = prep.validate()
@@ -144,8 +212,9 @@ def test_a_wrong_variant_is_flagged(prepared, monkeypatch, case_id, direction, v
     assert check.rel_error > 5 * check.tolerance
 
 
-def test_missing_normalisation_is_flagged(prepared, monkeypatch):
-    prep = prepared("nufft2d", "forward", "finufft")
+@pytest.mark.parametrize("variant_id", ["finufft", "ducc0"])
+def test_missing_normalisation_is_flagged(prepared, monkeypatch, variant_id):
+    prep = prepared("nufft2d", "forward", variant_id)
     right = prep.fn
     monkeypatch.setattr(prep, "fn", lambda d: right(d) * 64)  # forgot the prod(N)^-1/2
     assert not prep.validate().ok
@@ -156,18 +225,21 @@ def test_missing_normalisation_is_flagged(prepared, monkeypatch):
                          [("nufft2d", "adjoint"), ("interp3d", "forward"), ("blocks3d", "adjoint")])
 def test_data_is_fresh_and_identical_across_variants(case_id, direction):
     case = CASES[case_id]
+    want = input_shape(case_id, direction)
     streams = {}
-    for v in ("sigpy", "torchlinops", "torchlinops-linop"):
-        prep = case.prepare(direction, "small", v, "cpu", 1, SEED)
-        streams[v] = [C.to_numpy(prep.data_gen_fn()) for _ in range(3)]
-    first = streams["sigpy"]
+    for v in case.variants:
+        if available(case, v.id, "cpu") is None:
+            prep = case.prepare(direction, "small", v.id, "cpu", 1, SEED)
+            streams[v.id] = [C.to_numpy(prep.data_gen_fn()).reshape(want) for _ in range(3)]
+    assert len(streams) >= 2
+    first = next(iter(streams.values()))
     assert not np.array_equal(first[0], first[1])
     assert not np.array_equal(first[1], first[2])
     for seq in streams.values():
         for a, b in zip(first, seq, strict=True):
             np.testing.assert_array_equal(a, b)
-    other = case.prepare(direction, "small", "sigpy", "cpu", 1, SEED + 1).data_gen_fn()
-    assert not np.array_equal(C.to_numpy(other), first[0])
+    other = case.prepare(direction, "small", next(iter(streams)), "cpu", 1, SEED + 1)
+    assert not np.array_equal(C.to_numpy(other.data_gen_fn()).reshape(want), first[0])
 
 
 def test_locations_are_seeded_and_in_each_convention():
@@ -240,7 +312,7 @@ def test_direct_blocks_are_adjoint_and_exact():
     np.testing.assert_allclose(np.vdot(b, y), np.vdot(x, blocks.direct_blocks_to_array(y, x.shape)))
 
 
-# --- availability, warnings, bad input -----------------------------------------------------------
+# --- availability, notes, bad input --------------------------------------------------------------
 def test_device_only_variants_say_why():
     nufft2d = CASES["nufft2d"]
     assert available(nufft2d, "finufft", "cuda") == "finufft runs on the CPU only"
@@ -261,21 +333,30 @@ def test_cuda_variants_are_refused_without_cuda(case_id, direction, variant_id):
     assert str(err.value) == reason
 
 
-def test_a_missing_library_is_reported(monkeypatch):
-    monkeypatch.setattr(C, "module_installed", lambda name: name != "finufft")
+@pytest.mark.parametrize("variant_id", ["finufft", "ducc0"])
+def test_a_missing_library_is_reported(monkeypatch, variant_id):
+    monkeypatch.setattr(C, "module_installed", lambda name: name != variant_id)
     case = CASES["nufft3d"]
-    assert available(case, "finufft", "cpu") == "finufft is not installed"
-    with pytest.raises(VariantUnavailable, match="^finufft is not installed$"):
-        case.prepare("adjoint", "small", "finufft", "cpu", 1, SEED)
+    assert available(case, variant_id, "cpu") == f"{variant_id} is not installed"
+    with pytest.raises(VariantUnavailable, match=f"^{variant_id} is not installed$"):
+        case.prepare("adjoint", "small", variant_id, "cpu", 1, SEED)
 
 
-def test_sigpy_warns_that_threads_do_not_apply():
+def test_single_threaded_libraries_note_that_threads_do_not_apply():
+    """A note, not a (noise) warning; only for variants whose entry says they are single-threaded
+    on the CPU, and only when more than one thread was asked for."""
     case = CASES["blocks3d"]
-    many = case.prepare("forward", "small", "sigpy", "cpu", 2, SEED)
-    one = case.prepare("forward", "small", "sigpy", "cpu", 1, SEED)
-    assert any("single-threaded" in w for w in many.warnings)
-    assert one.warnings == []
-    assert case.prepare("forward", "small", "torchlinops", "cpu", 2, SEED).warnings == []
+    singles = [v for v in case.variants if v.threads == "single"]
+    assert singles  # SigPy
+    for v in case.variants:
+        many = case.prepare("forward", "small", v.id, "cpu", 2, SEED)
+        one = case.prepare("forward", "small", v.id, "cpu", 1, SEED)
+        assert one.notes == []
+        if v in singles:
+            assert many.notes == [f"{v.id} is single-threaded on the CPU: num_threads does "
+                                  "not apply"]
+        else:
+            assert many.notes == []
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -296,6 +377,7 @@ def test_cuda_variants_validate(prepared, case_id, direction, variant_id):
     prep = prepared(case_id, direction, variant_id, "cuda")
     out = prep.fn(prep.data_gen_fn())
     assert native_dtype_name(out) == "complex64"
-    assert prep.timer == ("cupy" if variant_id == "sigpy" else "torch")
+    variant = CASES[case_id].variant(variant_id)
+    assert prep.timer == ("cupy" if variant.backend("cuda") == "cupy" else "torch")
     check = prep.validate()
     assert check.ok, (check.rel_error, check.tolerance, check.reference)

@@ -6,7 +6,7 @@ import pytest
 
 from bench_suite import __main__ as cli
 from bench_suite import results
-from bench_suite.cases import CASES
+from bench_suite.cases import CASES, registry
 
 
 def test_list_names_every_case_size_and_variant(capsys):
@@ -18,6 +18,18 @@ def test_list_names_every_case_size_and_variant(capsys):
             assert variant.id in out
     assert "small (grid 64x64, 4096 points)" in out
     assert "cuda:" in out  # availability is stated per device, with the reason when not
+    libraries = out.split("libraries:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in libraries] == registry.ids()
+    for line, variant in zip(libraries, registry.variants(), strict=True):
+        assert f"{variant.title}: {variant.notes[0]}" in line
+
+
+def test_an_unknown_variant_lists_the_registered_ones(capsys, tmp_path):
+    assert cli.main(["run", "--variant", "nope", "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"linop-bench: error: unknown variant 'nope' (valid: "
+                   f"{', '.join(registry.ids())})")
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,14 @@ def test_missing_valgrind_is_a_clear_skip_reason(monkeypatch):
         instructions.instructions_for("nufft2d", "forward", "small", "sigpy", 0)
 
 
+def test_the_variant_is_checked_in_the_registry_before_valgrind_starts(monkeypatch):
+    monkeypatch.setattr(instructions, "count_instructions", pytest.fail)
+    with pytest.raises(ValueError, match=r"unknown variant 'nope' \(registered: torchlinops"):
+        instructions.instructions_for("nufft2d", "forward", "small", "nope", 0)
+    with pytest.raises(InstructionsUnavailable, match="cufinufft does not run on the CPU"):
+        instructions.instructions_for("nufft2d", "forward", "small", "cufinufft", 0)
+
+
 def test_per_call_divides_by_number():
     assert InstructionCount(total=1000, number=10).per_call == 100
 

@@ -51,7 +51,8 @@ def _prepare(direction, size_label, variant_id, device, num_threads, seed):
 FAKE = Case(
     id="fake1d", title="fake FFT",
     sizes=(Size("small", (64,)), Size("medium", (128,))),
-    variants=(Variant("torchlinops", ("cpu", "cuda")), Variant("sigpy", ("cpu",)),
+    variants=(Variant("torchlinops", ("cpu", "cuda"), torch_operators=True),
+              Variant("sigpy", ("cpu",)),
               Variant("finufft", ("cpu",)), Variant("broken", ("cpu",))),
     prepare=_prepare,
 )

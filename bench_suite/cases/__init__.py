@@ -1,12 +1,18 @@
-"""The workload catalogue: one module per operator family, collected in CASES.
+"""The workload catalogue: one module per operator family, one registry entry per library.
 
-`CASES` maps case id to `Case`, in display order. `available(case, variant, device)` says cheaply
-(no library import beyond torch / cupy for the CUDA check) whether a variant can run here.
+`CASES` maps case id to `Case`, in display order; each case's variants are the registered
+variants with an adapter for its family (registry.py, libraries.py). `available(case, variant,
+device)` says cheaply (no library import beyond torch / cupy for the CUDA check) whether a variant
+can run here. `catalogue()` describes all of it as plain data, stored with every run so the report
+takes names, order, titles, colours and tolerances from the run itself.
 """
 
 from __future__ import annotations
 
-from bench_suite.cases import _common
+from collections.abc import Sequence
+from typing import Any
+
+from bench_suite.cases import _common, libraries, registry  # noqa: F401 - libraries registers
 from bench_suite.cases.base import (
     DEVICES,
     DIRECTIONS,
@@ -33,10 +39,37 @@ def available(case: Case, variant_id: str, device: str) -> str | None:
         return f"{case.id} has no variant {variant_id!r}"
     if device not in DEVICES:
         return f"unknown device {device!r}"
-    return _common.unavailable_reason(variant, device, _common.backend_of(variant_id, device))
+    return _common.unavailable_reason(variant, device)
+
+
+def catalogue(case_ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """The cases (all, or `case_ids`), their variants, tolerances and display orders, as
+    JSON-serialisable data. The order of every list is the display order; a run stores this in
+    its metadata so the report names and orders what the run measured.
+    """
+    chosen = [CASES[c] for c in case_ids] if case_ids is not None else list(CASES.values())
+    cases = [{
+        "id": c.id, "title": c.title, "family": c.family,
+        "directions": [{"id": d, "title": c.direction_titles.get(d, d)} for d in c.directions],
+        "sizes": [{"label": s.label, "grid": list(s.grid), "num_points": s.num_points}
+                  for s in c.sizes],
+    } for c in chosen]
+    used = list(dict.fromkeys(v for c in chosen for v in c.variants))
+    variants = [{
+        "id": v.id, "title": v.title, "colour": v.colour, "devices": list(v.devices),
+        "backend": {d: v.backend(d) for d in v.devices if d in v.backends},
+        "requires": list(v.requires), "notes": list(v.notes), "scaling": v.scaling,
+        "threads": v.threads,
+    } for v in used]
+    tolerances = [{
+        "case": c.id, "variant": v.id, "value": v.tolerances[c.family].value,
+        "reason": v.tolerances[c.family].reason,
+    } for c in chosen for v in c.variants if c.family in v.tolerances]
+    return {"cases": cases, "variants": variants, "tolerances": tolerances,
+            "size_order": list(SIZE_LABELS), "device_order": list(DEVICES)}
 
 
 __all__ = [
     "CASES", "DEVICES", "DIRECTIONS", "SIZE_LABELS", "Case", "Prepared", "Size", "Validation",
-    "Variant", "VariantUnavailable", "available",
+    "Variant", "VariantUnavailable", "available", "catalogue", "registry",
 ]

@@ -1,20 +1,30 @@
-"""The workload types: a Case is plain data plus a `prepare` that builds one runnable benchmark.
+"""The workload types: what a case, a variant (one library's implementation) and a prepared
+benchmark are. Plain data, no library imports.
 
-A case knows nothing about clocks or files (DESIGN.md): it returns the function to time, the
-function that makes fresh input for every iteration, and a validation hook; the runner decides
-how to time and where to store.
+A case knows nothing about clocks or files (DESIGN.md): `Case.prepare` returns the function to
+time, the function that makes fresh input for every iteration, and a validation hook; the runner
+decides how to time and where to store. A `Variant` is one registry entry (see registry.py): what
+a library needs, where it runs, how close it must come to the reference and why, and one `build`
+adapter per operator family it implements.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 DIRECTIONS = ("forward", "adjoint")
 SIZE_LABELS = ("small", "medium", "large")
 DEVICES = ("cpu", "cuda")
+# The array type a variant works on, per device; its input is converted to it untimed.
+BACKENDS = ("numpy", "cupy", "torch")
+# The clock that times it: "cupy" -> CupyHandler (CuPy events), "torch" -> TorchHandler
+# (perf_counter on the CPU, CUDA events on a GPU).
+CLOCKS = ("torch", "cupy")
+# "native": the library runs num_threads threads; "single": it always runs one on the CPU.
+THREADING = ("native", "single")
 
 
 class VariantUnavailable(Exception):
@@ -36,16 +46,16 @@ class Size:
 
 
 @dataclass(frozen=True)
-class Variant:
-    """One implementation of a case: which devices it runs on and which modules it needs."""
+class Tolerance:
+    """The relative L2 error a variant may have on one operator family, and why that much.
 
-    id: str
-    devices: tuple[str, ...]
-    requires: tuple[str, ...] = ()
-    # "torch" -> TorchHandler, "cupy" -> CupyHandler on CUDA (sigpy on the GPU).
-    timer: str = "torch"
-    note: str = ""
-    threads: str = "native"  # "single": ignores thread settings (warmed in worker zygotes)
+    `reference` names which of the problem's references it is compared with (None: the case's
+    default, its first); e.g. torchlinops reimplements SigPy's NUFFT and is held to SigPy itself.
+    """
+
+    value: float
+    reason: str
+    reference: str | None = None
 
 
 @dataclass
@@ -63,7 +73,11 @@ class Validation:
 
 @dataclass
 class Prepared:
-    """A benchmark ready to time: `fn(data)` is timed, `data_gen_fn()` is not."""
+    """A benchmark ready to time: `fn(data)` is timed, `data_gen_fn()` is not.
+
+    `notes` are facts about the benchmark that are not noise (e.g. a library that ignores the
+    thread count); noise warnings come from the measurement, never from here.
+    """
 
     fn: Callable[[Any], Any]
     data_gen_fn: Callable[[], Any]
@@ -74,21 +88,142 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """One (case, direction, size, seed) as every variant sees it.
+
+    `input_shape` is the shape of each (complex64) input in the case's convention; `references`
+    maps a name to `reference(x0) -> _common.Reference` (the first is the default); `extra` is
+    stored in every record. Operator families subclass it with what their adapters need
+    (locations, grid, kernel parameters).
+    """
+
+    case_id: str
+    direction: str
+    size: Size
+    seed: int
+    input_shape: tuple[int, ...]
+    references: Mapping[str, Callable[[Any], Any]]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def forward(self) -> bool:
+        return self.direction == "forward"
+
+    def reference(self, name: str | None) -> Callable[[Any], Any]:
+        """The reference called `name` (None: the default); an unknown name is an error."""
+        if name is None:
+            return next(iter(self.references.values()))
+        if name not in self.references:
+            raise ValueError(f"{self.case_id}: no reference {name!r} (has "
+                             f"{', '.join(self.references)})")
+        return self.references[name]
+
+    def extra_for(self, variant: Variant) -> dict[str, Any]:
+        """What a record of `variant` on this problem stores in `extra` besides the adapter's."""
+        return dict(self.extra)
+
+
 @dataclass(frozen=True)
+class Request:
+    """What an adapter is asked to build: one problem, on one device, with a thread count.
+
+    `backend` is the variant's array type on `device`; `settings` holds study settings (an
+    accuracy setting, say) and is empty today.
+    """
+
+    case: Case
+    direction: str
+    size: Size
+    device: str
+    num_threads: int
+    seed: int
+    backend: str
+    problem: Any
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Built:
+    """An adapter's answer: the call to time, and how to read its output.
+
+    `shape_input(x)` maps a NumPy input in the case's layout to the layout `fn` takes (untimed,
+    before the device transfer); `to_reference(y)` maps `fn`'s output, as complex128 NumPy, to
+    the case's convention (scaling, squeezing) for validation only, never timed.
+    """
+
+    fn: Callable[[Any], Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    shape_input: Callable[[Any], Any] | None = None
+    to_reference: Callable[[Any], Any] | None = None
+
+
+Adapter = Callable[[Request], Built]
+
+
+@dataclass(frozen=True, eq=False)
+class Variant:
+    """One implementation (a library, or one way of calling it): a registry entry.
+
+    `build` maps an operator family ("nufft", "interp", "blocks") to the adapter that implements
+    it, and `tolerances` the same families to their `Tolerance`. `backends` and `clocks` give,
+    per device in `devices`, the array type and the clock. `requires` are modules that must be
+    importable; `packages` maps a metadata key to the distribution whose version a run records.
+    `registry.register` checks an entry is complete; fakes in tests may leave most fields empty.
+    """
+
+    id: str
+    devices: tuple[str, ...]
+    requires: tuple[str, ...] = ()
+    title: str = ""
+    colour: str = ""
+    backends: Mapping[str, str] = field(default_factory=dict)
+    clocks: Mapping[str, str] = field(default_factory=dict)
+    build: Mapping[str, Adapter] = field(default_factory=dict)
+    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
+    scaling: str = ""
+    notes: tuple[str, ...] = ()
+    threads: str = "native"
+    torch_operators: bool = False
+    packages: Mapping[str, str] = field(default_factory=dict)
+
+    def backend(self, device: str) -> str:
+        """The array type on `device`; a device the entry does not declare is an error."""
+        if device not in self.backends:
+            raise ValueError(f"variant {self.id!r} declares no array backend for {device!r}")
+        return self.backends[device]
+
+    def clock(self, device: str) -> str:
+        if device not in self.clocks:
+            raise ValueError(f"variant {self.id!r} declares no clock for {device!r}")
+        return self.clocks[device]
+
+    def record_notes(self, device: str, num_threads: int) -> list[str]:
+        """Facts a record of this variant carries that are not noise."""
+        if self.threads == "single" and device == "cpu" and num_threads > 1:
+            return [f"{self.id} is single-threaded on the CPU: num_threads does not apply"]
+        return []
+
+
+@dataclass(frozen=True, eq=False)
 class Case:
     """An operator family in one dimensionality, e.g. `nufft2d`.
 
     `prepare(direction, size, variant, device, num_threads, seed)` returns a `Prepared`, or raises
-    `VariantUnavailable` with a one-line reason.
+    `VariantUnavailable` with a one-line reason. The catalogue's cases are made by
+    `assemble.make_case`: their `variants` is a live view of the registry (every registered
+    variant with an adapter for `family`, in registry order) and `prepare` the generic assembly.
     """
 
     id: str
     title: str
     sizes: tuple[Size, ...]
-    variants: tuple[Variant, ...]
+    variants: Sequence[Variant]
     prepare: Callable[..., Prepared]
     directions: tuple[str, ...] = DIRECTIONS
-    direction_titles: dict[str, str] = field(default_factory=dict)
+    direction_titles: Mapping[str, str] = field(default_factory=dict)
+    family: str = ""
 
     def size(self, label: str) -> Size:
         for s in self.sizes:

@@ -4,19 +4,19 @@ adjoint), 3D, block 8^3 with stride 4^3.
 Both libraries lay the blocks out as (*number_of_blocks, *block_shape) with
 number_of_blocks = (N - block) // stride + 1 per axis, so the inputs of the adjoint are drawn in
 that shape. The reference is a direct float64 implementation (NumPy strided views), independent of
-both libraries.
+both libraries. The libraries' adapters live in the `lib_*.py` modules.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from bench_suite.cases import _common as C
-from bench_suite.cases.base import Case, Prepared, Size
+from bench_suite.cases.assemble import make_case
+from bench_suite.cases.base import Problem, Size, Tolerance
 
 BLOCK = (8, 8, 8)
 STRIDE = (4, 4, 4)
@@ -25,7 +25,19 @@ SIZES = (
     Size("medium", (64, 64, 64)),
     Size("large", (128, 128, 128)),
 )
-VARIANTS = C.TORCHLINOPS_VARIANTS
+
+FP32_ROUNDING = Tolerance(1e-6, reason=(
+    "blocks are pure copies (forward) or sums of at most 8 overlapping copies (adjoint): only "
+    "float32 rounding separates them from the float64 reference"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlocksProblem(Problem):
+    """What a blocks adapter gets: the array's grid, the block shape and the stride."""
+
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    stride: tuple[int, ...]
 
 
 def num_blocks(grid: tuple[int, ...]) -> tuple[int, ...]:
@@ -62,49 +74,17 @@ def reference_for(case_id: str, direction: str, size: Size, seed: int):
     return reference
 
 
-def _prepare(case: Case, direction: str, size_label: str, variant_id: str, device: str,
-             num_threads: int, seed: int) -> Prepared:
-    size, _ = C.check_request(case.id, case.sizes, case.variants, case.directions, direction,
-                              size_label, variant_id, device)
+def pose(case_id: str, direction: str, size: Size, seed: int) -> BlocksProblem:
     grid = tuple(size.grid)
-    forward = direction == "forward"
-    in_shape = grid if forward else num_blocks(grid) + BLOCK
-    backend = C.backend_of(variant_id, device)
-
-    fn: Any
-    if variant_id == "sigpy":
-        import sigpy as sp
-
-        if forward:
-            fn = lambda x: sp.array_to_blocks(x, BLOCK, STRIDE)  # noqa: E731
-        else:
-            fn = lambda b: sp.blocks_to_array(b, grid, BLOCK, STRIDE)  # noqa: E731
-    elif variant_id == "torchlinops":
-        import torchlinops.functional as F
-
-        if forward:
-            fn = lambda x: F.array_to_blocks(x, BLOCK, STRIDE)  # noqa: E731
-        else:
-            fn = lambda b: F.blocks_to_array(b, grid, BLOCK, STRIDE)  # noqa: E731
-    else:
-        from torchlinops import ArrayToBlocks, BlocksToArray
-
-        # Each direction's object is built here, once (ArrayToBlocks.H is a BlocksToArray).
-        fn = ArrayToBlocks(grid, BLOCK, STRIDE) if forward else BlocksToArray(grid, BLOCK, STRIDE)
-
-    return C.make_prepared(
-        fn=fn,
-        make_input=lambda rng: C.complex_normal(rng, in_shape),
-        entropy=C.data_seed(seed, case.id, direction, size.label),
-        convert=functools.partial(C.to_native, backend=backend, device=device),
-        reference=reference_for(case.id, direction, size, seed),
-        tol=C.tolerance(case.id, variant_id),
-        timer=C.timer_of(variant_id, device),
+    return BlocksProblem(
+        case_id=case_id, direction=direction, size=size, seed=seed,
+        input_shape=grid if direction == "forward" else num_blocks(grid) + BLOCK,
+        references={"direct-fp64": reference_for(case_id, direction, size, seed)},
         extra={"block": list(BLOCK), "stride": list(STRIDE),
                "num_blocks": list(num_blocks(grid))},
-        notes=C.sigpy_thread_warnings(variant_id, device, num_threads),
+        grid=grid, block=BLOCK, stride=STRIDE,
     )
 
 
-TITLES = {"forward": "ArrayToBlocks", "adjoint": "BlocksToArray"}
-BLOCKS_3D = C.make_case("blocks3d", "Blocks 3D", SIZES, VARIANTS, _prepare, TITLES)
+DIRECTION_TITLES = {"forward": "ArrayToBlocks", "adjoint": "BlocksToArray"}
+BLOCKS_3D = make_case("blocks3d", "Blocks 3D", "blocks", SIZES, pose, DIRECTION_TITLES)
