@@ -6,16 +6,18 @@ export NO_MKDOCS_2_WARNING := "1"
 default:
     @just --list
 
-# Lint and run the test suite (GPU tests skip without CUDA).
+# Lint and run the test suite without the `slow` tests (GPU tests skip without CUDA).
+# `just test -m "slow or not slow"` runs everything, as CI does.
 test *args:
     {{python}} -m ruff check .
-    {{python}} -m pytest {{args}}
+    {{python}} -m pytest -m "not slow" {{args}}
 
 # Cases, sizes, variants and what is available here.
 list:
     {{python}} -m bench_suite list
 
-# Full CPU benchmark run (the methodology); extra arguments pass through.
+# Full CPU benchmark run (the methodology: worker processes, 3 interleaved rounds); extra
+# arguments pass through.
 bench-cpu *args:
     {{python}} -m bench_suite run --device cpu --preset full {{args}}
 
@@ -45,3 +47,7 @@ serve: bench-report
 # Our harness against torch.utils.benchmark on the same workloads.
 harness-check *args:
     {{python}} benchmarks/harness_check.py {{args}}
+
+# A/A reproducibility check: two quick runs of this commit, compared (see the script's --help).
+reproducibility *args:
+    {{python}} benchmarks/reproducibility.py {{args}}

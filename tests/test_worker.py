@@ -127,6 +127,7 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "interrupted"),
                                                    (signal.SIGTERM, 143, "terminated")])
 def test_interrupt_with_workers_alive_leaves_no_orphans(tmp_path, sig, code, word):
