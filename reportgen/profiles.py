@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from bench_suite.profiler import load_profile
+from bench_suite.profile_format import load_profile
 from bench_suite.results import ResultsError, atomic_write_text
 from reportgen.load import candidate_dirs, read_run
 from reportgen.tables import md_escape

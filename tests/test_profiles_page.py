@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_suite.profiler import ProfileData
+from bench_suite.profile_format import ProfileData
 from bench_suite.results import Record, RunWriter
 from reportgen.profiles import write_profiles_page
 
