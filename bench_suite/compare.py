@@ -227,11 +227,6 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
     """Compare two run directories; raises ResultsError for input that cannot be compared."""
     old_meta, old_recs = load_run(Path(old_dir))
     new_meta, new_recs = load_run(Path(new_dir))
-    if old_meta["schema_version"] != new_meta["schema_version"]:
-        raise ResultsError(
-            f"{old_dir} has schema_version {old_meta['schema_version']} but {new_dir} has "
-            f"{new_meta['schema_version']}; runs of different schema versions cannot be compared"
-        )
     common = {r.key() for r in old_recs} & {r.key() for r in new_recs}
     if not common:
         raise ResultsError(_no_overlap_message(old_dir, new_dir, old_recs, new_recs))

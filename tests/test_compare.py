@@ -32,7 +32,8 @@ def make_record(case: str = "nufft2d", variant: str = "torchlinops", *, median: 
                 direction: str = "forward", threads: int = 1) -> Record:
     """A Record whose raw samples are `median` times log-normal noise of relative width `noise`."""
     rng = np.random.default_rng(seed)
-    times = (median * np.exp(noise * rng.standard_normal(n))).tolist() if status == "ok" else []
+    times = ((median * np.exp(noise * rng.standard_normal(n))).tolist()
+             if status in results.SAMPLED_STATUSES else [])
     return Record(case=case, direction=direction, size_label=size, variant=variant, device=device,
                   num_threads=threads, machine=machine, status=status, problem_size=64 * 64,
                   grid=[64, 64], times=times, num_runs=len(times),
@@ -223,13 +224,26 @@ def test_corrupt_results_exits_2(tmp_path, two_runs, capsys):
     assert "not valid JSON" in err and "Traceback" not in err
 
 
-def test_different_schema_versions_exit_2(tmp_path, two_runs, capsys, monkeypatch):
-    monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
+def test_schema_1_run_compares_with_a_schema_2_run(two_runs):
+    """Schema-1 runs are migrated on load, so an old baseline still compares."""
+    before = verdicts(compare_runs(*two_runs))
+    old = two_runs[0]
+    meta = json.loads((old / results.METADATA_FILE).read_text()) | {"schema_version": 1}
+    recs = json.loads((old / results.RESULTS_FILE).read_text())
+    for r in recs:
+        for key in ("notes", "rounds", "hash_seed", "determinism", "extra_metrics"):
+            del r[key]
+    results.atomic_write_json(old / results.METADATA_FILE, meta)
+    results.atomic_write_json(old / results.RESULTS_FILE, recs)
+    assert verdicts(compare_runs(*two_runs)) == before
+
+
+def test_future_schema_version_exits_2(two_runs, capsys):
     meta_path = two_runs[1] / results.METADATA_FILE
-    meta = json.loads(meta_path.read_text())
-    results.atomic_write_json(meta_path, {**meta, "schema_version": 2})
+    meta = json.loads(meta_path.read_text()) | {"schema_version": results.SCHEMA_VERSION + 1}
+    results.atomic_write_json(meta_path, meta)
     assert main([str(p) for p in two_runs]) == 2
-    assert "schema_version" in capsys.readouterr().err
+    assert "newer than this linop-bench reads" in capsys.readouterr().err
 
 
 def test_empty_intersection_exits_2(tmp_path, capsys):
