@@ -22,18 +22,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogFormatter  # noqa: E402
 
-from bench_suite.compare import (  # noqa: E402
+from bench_suite.analysis import (  # noqa: E402
     FASTER,
-    HEADERS,
     NOT_MEASURED,
     SAME,
     SLOWER,
     GeoMean,
     Row,
     compare_records,
-    row_cells,
-    time_unit,
 )
+from bench_suite.compare import HEADERS, row_cells  # noqa: E402
+from bench_suite.formatting import time_unit  # noqa: E402
 from bench_suite.results import (  # noqa: E402
     Record,
     ResultsError,
@@ -124,11 +123,11 @@ def load_history(results_dir: Path) -> tuple[list[Run], list[str]]:
         except ResultsError as e:
             skipped.append(f"{path.name}: {e}")
             continue
-        if meta.get("partial"):
+        if meta.partial:
             continue
-        run_id = str(meta.get("run_id") or path.name)
-        sha = str(meta.get("git_sha") or "nogit")[:7]
-        started = meta.get("started_at") if isinstance(meta.get("started_at"), str) else ""
+        run_id = meta.run_id
+        sha = meta.short_sha
+        started = meta.started_at or ""
         runs.append(Run(run_id, sha, _run_date(meta, path.name), started or path.name, records))
     runs.sort(key=lambda r: (r.date, r.sort_key, r.run_id))
     return runs, skipped
