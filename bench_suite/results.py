@@ -116,8 +116,9 @@ class Record:
         """Check one stored record and build it; a schema-1 record is migrated: its samples
         become one round, and warnings that are not noise warnings become notes."""
         where = f"{source}: record" + (f" {index}" if index is not None else "")
-        if isinstance(data, dict):
-            where += _identity_hint(data)
+        if not isinstance(data, dict):
+            raise ResultsError(f"{where} is {store_schema.show(data)}, expected a JSON object")
+        where += _identity_hint(data)
         problem = store_schema.check(data, store_schema.RECORD)
         if problem:
             raise ResultsError(f"{where}: {problem}")
@@ -462,7 +463,8 @@ def load_metadata(run_dir: Path) -> RunMetadata:
     return RunMetadata.from_dict(read_json(path), source=str(path))
 
 
-def _read_records(run_dir: Path, meta: RunMetadata) -> list[Record]:
+def read_records(run_dir: Path, meta: RunMetadata) -> list[Record]:
+    """The records of a run whose metadata was already read (see `load_run`)."""
     path = Path(run_dir) / RESULTS_FILE
     if not path.exists():
         if meta.partial:  # interrupted before its first record was saved
@@ -485,13 +487,13 @@ def _read_records(run_dir: Path, meta: RunMetadata) -> list[Record]:
 
 def load_records(run_dir: Path) -> list[Record]:
     """A run's records, checked (and migrated from schema 1) against its metadata."""
-    return _read_records(run_dir, load_metadata(run_dir))
+    return read_records(run_dir, load_metadata(run_dir))
 
 
 def load_run(run_dir: Path) -> tuple[RunMetadata, list[Record]]:
     """A run's checked metadata and records: the one way every reader opens a run."""
     meta = load_metadata(run_dir)
-    return meta, _read_records(run_dir, meta)
+    return meta, read_records(run_dir, meta)
 
 
 def run_dirs(results_dir: Path) -> list[Path]:

@@ -202,7 +202,8 @@ METADATA = _object({
 # ----------------------------------------------------------------------------- checking
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A stored value as an error message quotes it: JSON spelling, NaN and Infinity by name."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) \
@@ -218,7 +219,7 @@ def describe(spec: Spec) -> str:
         text = ("a non-empty list" if spec.non_empty else "a list") + (
             f" of {spec.length} items" if spec.length is not None else "")
     else:
-        article = "an" if spec.type in ("integer", "object") else "a"
+        article = "an" if spec.type == "integer" else "a"
         noun = {"object": "JSON object", "any": "value"}.get(spec.type, spec.type)
         text = f"{article} {'non-empty ' if spec.non_empty else ''}{noun}"
         if spec.date_time:
@@ -256,13 +257,13 @@ def _non_finite(value: Any, path: str) -> tuple[str, float] | None:
 
 def check(value: Any, spec: Spec, path: str = "") -> str | None:
     """None when `value` fits `spec`, else one line: `path is VALUE, expected WHAT`."""
-    bad = f"{path or 'value'} is {_show(value)}, expected {describe(spec)}"
+    bad = f"{path or 'value'} is {show(value)}, expected {describe(spec)}"
     if value is None:
         return None if spec.nullable or spec.type == "any" else bad
     kind = spec.type
     if kind == "any":
         found = _non_finite(value, path)
-        return None if found is None else (f"{found[0] or 'value'} is {_show(found[1])}, "
+        return None if found is None else (f"{found[0] or 'value'} is {show(found[1])}, "
                                            "expected a finite number")
     if kind == "boolean":
         return None if isinstance(value, bool) else bad

@@ -131,6 +131,13 @@ def test_bad_record_is_one_line_naming_file_and_field(tmp_path, change, field):
     assert "record 1" in message and field in message, message
 
 
+def test_a_record_that_is_not_an_object_is_named(tmp_path):
+    run = write_raw_run(tmp_path / "2026-01-02-aaaaaaa", [make_record().to_dict(), None])
+    with pytest.raises(ResultsError, match=r"results\.json: record 1 is null, expected a JSON "
+                                           "object"):
+        results.load_run(run)
+
+
 @pytest.mark.parametrize("name", MISSING)
 def test_missing_identity_field_is_named(tmp_path, name):
     run = write_raw_run(tmp_path / "2026-01-02-aaaaaaa", [_bad_record(drop=name)])
