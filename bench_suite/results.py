@@ -328,10 +328,6 @@ class RunMetadata(_ByKey):
     def short_sha(self) -> str:
         return short_sha(self.git_sha)
 
-    @property
-    def label(self) -> str:
-        return self.machine.label if self.machine is not None else "unknown"
-
 
 def _check_version(data: dict[str, Any], source: str) -> None:
     """Version first: a file from a newer linop-bench is refused as such, not as bad fields."""

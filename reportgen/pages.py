@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from bench_suite.formatting import format_bytes, md_code, md_escape, plural, slug
+from bench_suite.results import STATUSES
 from reportgen import charts, tables
 from reportgen.load import Library, Run, to_csv
 from reportgen.site import Site
@@ -20,7 +21,6 @@ from reportgen.style import Style
 
 HOW_TO_CPU = "just bench-cpu"
 HOW_TO_GPU = "just bench-gpu"
-STATUSES_SHOWN = ("ok", "mismatch", "nondeterministic", "failed", "skipped")
 
 
 @dataclass
@@ -76,7 +76,7 @@ def _grouped_notes(g: pd.DataFrame, column: str, style: Style, joined: bool = Tr
 
 def status_counts(counts: dict[str, int]) -> str:
     """`228 ok, 0 mismatch, 0 failed, 0 skipped`; nondeterministic only when there are any."""
-    return ", ".join(f"{counts.get(s, 0)} {s}" for s in STATUSES_SHOWN
+    return ", ".join(f"{counts.get(s, 0)} {s}" for s in STATUSES
                      if s != "nondeterministic" or counts.get(s))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_suite.profile_format import load_profile
-from reportgen.load import Library
+from reportgen.load import ARCHIVE, Library
 from reportgen.site import Site
 from reportgen.style import DEFAULT, Style
 
@@ -139,7 +139,7 @@ def collect_profiles(profiles_dir: Path, site: Site | None = None,
 def newest_instructions(library: Library) -> tuple[str | None, list[InstructionRow]]:
     """The newest archived run whose records carry instruction counts, and those records."""
     style = library.style
-    archived = [r for r in library.runs if r.source == "archive"]
+    archived = [r for r in library.runs if r.source == ARCHIVE]
     for run in sorted(archived, key=lambda r: (r.started_at, r.run_id), reverse=True):
         rows = [InstructionRow(r.case, r.direction, r.size_label, r.variant, r.num_threads,
                                int(r.instructions))

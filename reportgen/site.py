@@ -10,14 +10,13 @@ delete a file it did not write, as a name prefix could).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jinja2
 
 from bench_suite import stats
-from bench_suite.formatting import format_bytes, md_code, md_escape, plural
+from bench_suite.formatting import md_escape
 from bench_suite.results import atomic_write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -32,12 +31,8 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     env.filters["md"] = md_escape
-    env.filters["code"] = md_code
-    env.filters["bytes"] = format_bytes
-    env.filters["plural"] = plural
     env.filters["ms"] = lambda v: "—" if v is None else f"{v:.3g}"
     env.filters["count"] = lambda v: f"{v:,}"
-    env.filters["json"] = json.dumps
     env.globals["ci_level"] = f"{stats.CI_LEVEL * 100:g}%"
     return env
 
