@@ -1,9 +1,14 @@
-"""The on-disk results store: schema, atomic writes, `latest/` and the never-overwriting archive.
+"""The on-disk results store: records, run metadata, atomic writes, `latest/` and the archive.
 
 A run lives in `benchmarks/results/<YYYY-MM-DD>-<shortsha>[-N]/` from its first record on, with
 `metadata.json` flagged `partial: true` until it finishes. Only a finished run is copied to
 `latest/`, so an interrupted run never touches it. Every file is written to a temporary name in the
 same directory and renamed into place, so a reader sees the old file or the new one, never half.
+
+Every reader goes through `load_run` / `load_metadata` / `load_records`: each file is checked
+against `bench_suite.store_schema` (types, finite numbers with the right sign, identity fields
+present and unique, samples on every timed record) and a bad file is one `ResultsError` line
+naming the file and the field. Schema-1 runs are migrated on load (see `Record.from_dict`).
 """
 
 from __future__ import annotations
@@ -11,28 +16,37 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-SCHEMA_VERSION = 1
-STATUSES = ("ok", "mismatch", "nondeterministic", "failed", "skipped")
+from bench_suite import store_schema
+from bench_suite.store_schema import IDENTITY_FIELDS as IDENTITY_FIELDS
+from bench_suite.store_schema import SAMPLED_STATUSES as SAMPLED_STATUSES
+from bench_suite.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from bench_suite.store_schema import STATUSES as STATUSES
+
 METADATA_FILE = "metadata.json"
 RESULTS_FILE = "results.json"
 PATCH_FILE = "patch.diff"
 LATEST = "latest"
+# Directories of the store that are not runs: latest/ and the two halves of its swap.
+NOT_RUNS = (LATEST, f"{LATEST}.new", f"{LATEST}.old")
 DEFAULT_RESULTS_DIR = Path("benchmarks/results")
-
-# Fields that identify one measurement; a resumed run skips records whose key is already stored,
-# and `compare` matches records across runs on the same key.
-IDENTITY_FIELDS = ("case", "direction", "size_label", "variant", "device", "num_threads", "machine")
+# stats.noise_warnings texts start so; any other schema-1 warning is a note.
+NOISE_WARNING_PREFIX = "Interquartile range"
+NO_GIT = "nogit"
 
 
 class ResultsError(Exception):
     """A results directory or file that cannot be used; the message names the path and problem."""
+
+
+# ----------------------------------------------------------------------------- records
 
 
 @dataclass
@@ -61,10 +75,11 @@ class Record:
     rel_error: float | None = None
     tolerance: float | None = None
     reference: str | None = None
-    # Raw samples (seconds per call) and the statistics derived from them.
+    # Raw samples (seconds per call): `times` pools every round, `rounds` keeps them apart.
     times: list[float] = field(default_factory=list)
     number_per_run: int = 1
     num_runs: int = 0
+    # A cache of statistics of `times`; readers recompute them with bench_suite.stats.
     median: float | None = None
     mean: float | None = None
     iqr: float | None = None
@@ -75,9 +90,10 @@ class Record:
     peak_mem_delta_bytes: int | None = None
     peak_mem_note: str | None = None
     instructions: int | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # noise warnings only
     extra: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    # Schema 2.
+    notes: list[str] = field(default_factory=list)  # facts that are not noise
     rounds: list[list[float]] = field(default_factory=list)
     hash_seed: int | None = None
     determinism: dict[str, Any] | None = None
@@ -86,27 +102,292 @@ class Record:
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in IDENTITY_FIELDS)
 
+    def name(self) -> str:
+        """`case/direction/size/variant on device, N thread(s), machine`, for messages."""
+        return (f"{self.case}/{self.direction}/{self.size_label}/{self.variant} on {self.device}, "
+                f"{self.num_threads} thread(s), {self.machine}")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "results.json") -> Record:
-        missing = [f for f in ("case", "direction", "size_label", "variant", "device", "status")
-                   if f not in data]
-        if missing:
-            raise ResultsError(f"{source}: record lacks required field(s) {', '.join(missing)}")
-        if data["status"] not in STATUSES:
-            raise ResultsError(
-                f"{source}: record {data['case']}/{data['variant']} has unknown status "
-                f"{data['status']!r} (expected one of {', '.join(STATUSES)})"
-            )
-        known = {f for f in cls.__dataclass_fields__}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs.setdefault("num_threads", 1)
-        kwargs.setdefault("machine", "unknown")
-        kwargs.setdefault("problem_size", 0)
-        kwargs.setdefault("grid", [])
-        return cls(**kwargs)
+    def from_dict(cls, data: Any, source: str = RESULTS_FILE, index: int | None = None,
+                  version: int = SCHEMA_VERSION) -> Record:
+        """Check one stored record and build it; a schema-1 record is migrated: its samples
+        become one round, and warnings that are not noise warnings become notes."""
+        where = f"{source}: record" + (f" {index}" if index is not None else "")
+        if not isinstance(data, dict):
+            raise ResultsError(f"{where} is {store_schema.show(data)}, expected a JSON object")
+        where += _identity_hint(data)
+        problem = store_schema.check(data, store_schema.RECORD)
+        if problem:
+            raise ResultsError(f"{where}: {problem}")
+        kwargs = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for name in _INTEGER_FIELDS:  # 2.0 is an integer in JSON; keep Python ints
+            if isinstance(kwargs.get(name), float):
+                kwargs[name] = int(kwargs[name])
+        kwargs["grid"] = [int(g) for g in kwargs["grid"]]
+        if version < 2:
+            warnings = kwargs.get("warnings", [])
+            kwargs["warnings"] = [w for w in warnings if w.startswith(NOISE_WARNING_PREFIX)]
+            kwargs["notes"] = [w for w in warnings if not w.startswith(NOISE_WARNING_PREFIX)]
+            kwargs["rounds"] = [list(kwargs["times"])] if kwargs.get("times") else []
+        rec = cls(**kwargs)
+        problem = _cross_field_problem(rec)
+        if problem:
+            raise ResultsError(f"{where}: {problem}")
+        return rec
+
+
+_INTEGER_FIELDS = tuple(name for name, spec in store_schema.RECORD.properties.items()
+                        if spec.type == "integer")
+
+
+def _identity_hint(data: dict[str, Any]) -> str:
+    parts = [data.get(f) for f in ("case", "direction", "size_label", "variant", "device")]
+    if all(isinstance(p, str) and p for p in parts):
+        return f" ({'/'.join(parts)})"
+    return ""
+
+
+def _cross_field_problem(rec: Record) -> str | None:
+    """Rules across fields that a per-field type check cannot see."""
+    if rec.status in SAMPLED_STATUSES and not rec.times:
+        return f"times is empty, but a {rec.status!r} record must carry its raw samples"
+    if rec.rounds and [t for r in rec.rounds for t in r] != list(rec.times):
+        return "rounds do not add up to times (times must be the rounds concatenated)"
+    return None
+
+
+def check_record(rec: Record, source: str = "record") -> None:
+    """Raise ResultsError (one line naming the field) unless `rec` may be stored as it is."""
+    Record.from_dict(rec.to_dict(), source=source)
+
+
+# ----------------------------------------------------------------------------- run metadata
+
+
+class _ByKey:
+    """Dict-style access by key name (`meta["partial"]`, `meta.setdefault("timing", {})`) for
+    code that sets metadata by name, such as the runner: fields first, then `extra`. A field
+    that is None counts as absent for `get`, `setdefault` and `in`."""
+
+    extra: dict[str, Any]
+    _NESTED: Mapping[str, Any] = {}
+
+    def _is_field(self, key: str) -> bool:
+        return key != "extra" and key in self.__dataclass_fields__  # type: ignore[attr-defined]
+
+    def __getitem__(self, key: str) -> Any:
+        if self._is_field(key):
+            value = getattr(self, key)
+            if value is None:
+                raise KeyError(key)
+            return value
+        return self.extra[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if self._is_field(key):
+            convert = self._NESTED.get(key)
+            setattr(self, key, convert(value) if convert and value is not None else value)
+        else:
+            self.extra[key] = value
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self[key]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def setdefault(self, key: str, default: Any) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+
+def _split_known(cls: type, data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    known = {f.name for f in fields(cls)} - {"extra"}
+    return ({k: v for k, v in data.items() if k in known},
+            {k: v for k, v in data.items() if k not in known})
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """Known fields that are set, in field order, then the unknown keys kept in `extra`."""
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        if f.name == "extra":
+            continue
+        value = getattr(obj, f.name)
+        if isinstance(value, list):
+            value = [v.to_dict() if hasattr(v, "to_dict") else v for v in value]
+        elif hasattr(value, "to_dict"):
+            value = value.to_dict()
+        if value is not None:
+            out[f.name] = value
+    return {**out, **obj.extra}
+
+
+@dataclass
+class Machine(_ByKey):
+    """The machine a run measured on (never its host name)."""
+
+    label: str
+    os: str | None = None
+    platform: str | None = None
+    cpu_model: str | None = None
+    arch: str | None = None
+    cores: int | None = None
+    logical_cpus: int | None = None
+    memory_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Machine:
+        known, extra = _split_known(cls, data)
+        return cls(**known, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+
+@dataclass
+class Gpu(_ByKey):
+    name: str
+    memory_bytes: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Gpu:
+        known, extra = _split_known(cls, data)
+        return cls(**known, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+
+@dataclass
+class RunMetadata(_ByKey):
+    """A run's metadata.json. Unknown keys are kept in `extra` and written back unchanged."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str = ""
+    partial: bool = True
+    started_at: str | None = None
+    finished_at: str | None = None
+    interrupted_at: str | None = None
+    command: str | None = None
+    git_sha: str | None = None
+    git_dirty: bool | None = None
+    machine: Machine | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    versions: dict[str, str | None] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)
+    load_average_start: list[float] | None = None
+    load_average_end: list[float] | None = None
+    timing: dict[str, float] | None = None
+    hash_seed: int | None = None
+    catalogue: dict[str, Any] | None = None  # see bench_suite.cases.catalogue()
+    rounds: int | None = None
+    guard: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _NESTED = {"machine": lambda v: v if isinstance(v, Machine) else Machine.from_dict(v),
+               "gpus": lambda v: [g if isinstance(g, Gpu) else Gpu.from_dict(g) for g in v]}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = METADATA_FILE) -> RunMetadata:
+        """Check a metadata object against the schema and build it (one line per problem)."""
+        if not isinstance(data, dict):
+            raise ResultsError(f"{source}: expected a JSON object")
+        _check_version(data, source)
+        problem = store_schema.check(data, store_schema.METADATA)
+        if problem:
+            raise ResultsError(f"{source}: {problem}")
+        if data["partial"] is False and not data.get("finished_at"):
+            raise ResultsError(f"{source}: finished_at is missing, but the run is not partial")
+        known, extra = _split_known(cls, data)
+        meta = cls(extra=extra)
+        for key, value in known.items():
+            meta[key] = value
+        return meta
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+    @property
+    def short_sha(self) -> str:
+        return short_sha(self.git_sha)
+
+
+def _check_version(data: dict[str, Any], source: str) -> None:
+    """Version first: a file from a newer linop-bench is refused as such, not as bad fields."""
+    version = data.get("schema_version")
+    if "schema_version" not in data:
+        raise ResultsError(f"{source}: no integer schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ResultsError(f"{source}: schema_version is {json.dumps(version)}, expected an "
+                           "integer")
+    if version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{source}: schema_version {version} is newer than this linop-bench reads "
+            f"({SCHEMA_VERSION}); upgrade linop-bench")
+    if version < 1:
+        raise ResultsError(f"{source}: unsupported schema_version {version}")
+
+
+# ----------------------------------------------------------------------------- archive names
+
+
+class ArchiveName(NamedTuple):
+    date: str  # YYYY-MM-DD
+    sha: str  # the first 7 characters of the git sha, or "nogit"
+    n: int  # 1 for the first run of that date and sha, then 2, 3, ...
+
+
+_ARCHIVE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})-([^-/]+)(?:-(\d+))?$")
+
+
+def short_sha(sha: str | None) -> str:
+    return (sha or NO_GIT)[:7]
+
+
+def archive_name(results_dir: Path, date: _dt.date, sha: str | None) -> str:
+    """`<YYYY-MM-DD>-<shortsha>`, or with `-2`, `-3`, ... so an older run is never overwritten."""
+    base = f"{date.isoformat()}-{short_sha(sha)}"
+    name, n = base, 1
+    while (Path(results_dir) / name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def parse_archive_name(name: str) -> ArchiveName | None:
+    """The parts of an archive name, or None for a name this store did not give."""
+    match = _ARCHIVE_RE.match(name)
+    if not match:
+        return None
+    return ArchiveName(match.group(1), match.group(2), int(match.group(3) or 1))
+
+
+def run_date(meta: RunMetadata, dir_name: str = "") -> str:
+    """YYYY-MM-DD the run started (or finished), else the date in its archive name, else ''."""
+    for stamp in (meta.started_at, meta.finished_at):
+        try:
+            return _dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).date().isoformat()
+        except (AttributeError, ValueError):
+            continue
+    parsed = parse_archive_name(meta.run_id or dir_name) or parse_archive_name(dir_name)
+    return parsed.date if parsed else ""
 
 
 # ----------------------------------------------------------------------------- atomic file writes
@@ -129,7 +410,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    text = json.dumps(data, indent=1, default=_json_default)
+    """Valid JSON only: NaN or Infinity anywhere is a ValueError, never written."""
+    text = json.dumps(data, indent=1, default=_json_default, allow_nan=False)
     atomic_write_text(path, text + "\n")
 
 
@@ -146,80 +428,85 @@ def _json_default(obj: Any) -> Any:
 
 
 def read_json(path: Path) -> Any:
+    """A JSON file as Python values; every way it can be unreadable is one ResultsError line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise ResultsError(f"{path}: missing") from None
     except OSError as e:
-        raise ResultsError(f"{path}: cannot read ({e.strerror})") from None
+        raise ResultsError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
+                           f"{e.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: not valid JSON (nested too deeply)") from None
 
 
-def load_metadata(run_dir: Path) -> dict[str, Any]:
-    """Read and check a run's metadata.json; raises ResultsError naming the file and problem."""
+def load_metadata(run_dir: Path) -> RunMetadata:
+    """Read and check a run's metadata.json; raises ResultsError naming the file and field."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ResultsError(f"{run_dir}: not a directory")
     path = run_dir / METADATA_FILE
     if not path.exists():
         raise ResultsError(f"{run_dir}: not a run directory (no {METADATA_FILE})")
-    meta = read_json(path)
-    if not isinstance(meta, dict):
-        raise ResultsError(f"{path}: expected a JSON object")
-    version = meta.get("schema_version")
-    if not isinstance(version, int):
-        raise ResultsError(f"{path}: no integer schema_version")
-    if version > SCHEMA_VERSION:
-        raise ResultsError(
-            f"{path}: schema_version {version} is newer than this linop-bench reads "
-            f"({SCHEMA_VERSION}); upgrade linop-bench"
-        )
-    if version < 1:
-        raise ResultsError(f"{path}: unsupported schema_version {version}")
-    return meta
+    return RunMetadata.from_dict(read_json(path), source=str(path))
 
 
-def load_records(run_dir: Path) -> list[Record]:
-    """Read a run's results.json as Records; raises ResultsError on a corrupt or foreign file."""
+def read_records(run_dir: Path, meta: RunMetadata) -> list[Record]:
+    """The records of a run whose metadata was already read (see `load_run`)."""
     path = Path(run_dir) / RESULTS_FILE
     if not path.exists():
-        return []
+        if meta.partial:  # interrupted before its first record was saved
+            return []
+        raise ResultsError(f"{path}: missing, but {METADATA_FILE} says the run finished")
     data = read_json(path)
-    if isinstance(data, dict):
-        data = data.get("records")
     if not isinstance(data, list):
-        raise ResultsError(f"{path}: expected a list of records")
-    out = []
+        raise ResultsError(f"{path}: expected a JSON list of records")
+    out: list[Record] = []
+    seen: dict[tuple, int] = {}
     for i, item in enumerate(data):
-        if not isinstance(item, dict):
-            raise ResultsError(f"{path}: record {i} is not an object")
-        out.append(Record.from_dict(item, source=str(path)))
+        rec = Record.from_dict(item, source=str(path), index=i, version=meta.schema_version)
+        first = seen.setdefault(rec.key(), i)
+        if first != i:
+            raise ResultsError(f"{path}: record {i} ({rec.name()}) repeats the identity of "
+                               f"record {first}; a run holds one record per identity")
+        out.append(rec)
     return out
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Record]]:
+def load_records(run_dir: Path) -> list[Record]:
+    """A run's records, checked (and migrated from schema 1) against its metadata."""
+    return read_records(run_dir, load_metadata(run_dir))
+
+
+def load_run(run_dir: Path) -> tuple[RunMetadata, list[Record]]:
+    """A run's checked metadata and records: the one way every reader opens a run."""
     meta = load_metadata(run_dir)
-    return meta, load_records(run_dir)
+    return meta, read_records(run_dir, meta)
 
 
-def list_runs(results_dir: Path = DEFAULT_RESULTS_DIR, include_latest: bool = False) -> list[Path]:
-    """Archived run directories (those holding metadata.json), oldest first by start time."""
+def run_dirs(results_dir: Path) -> list[Path]:
+    """Every directory of a results store that should be a run (not latest/, not hidden)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         return []
-    runs = []
-    for p in sorted(results_dir.iterdir()):
-        if not p.is_dir() or p.name.startswith("."):
-            continue
-        if p.name == LATEST and not include_latest:
-            continue
-        if p.name in (f"{LATEST}.new", f"{LATEST}.old"):
-            continue
-        if (p / METADATA_FILE).exists():
-            runs.append(p)
+    return [p for p in sorted(results_dir.iterdir())
+            if p.is_dir() and not p.name.startswith(".") and p.name not in NOT_RUNS]
+
+
+def list_runs(results_dir: Path = DEFAULT_RESULTS_DIR, include_latest: bool = False) -> list[Path]:
+    """Archived run directories (those holding metadata.json), sorted by name."""
+    runs = [p for p in run_dirs(results_dir) if (p / METADATA_FILE).exists()]
+    latest = Path(results_dir) / LATEST
+    if include_latest and (latest / METADATA_FILE).exists():
+        runs.append(latest)
     return runs
 
 
@@ -237,35 +524,32 @@ def resolve_run(spec: str | Path, results_dir: Path = DEFAULT_RESULTS_DIR) -> Pa
 # ----------------------------------------------------------------------------- writing a run
 
 
-def archive_name(results_dir: Path, date: _dt.date, short_sha: str) -> str:
-    """`<YYYY-MM-DD>-<shortsha>`, or with `-2`, `-3`, ... so an older run is never overwritten."""
-    base = f"{date.isoformat()}-{short_sha}"
-    name, n = base, 1
-    while (Path(results_dir) / name).exists():
-        n += 1
-        name = f"{base}-{n}"
-    return name
-
-
 class RunWriter:
-    """Writes one run's directory record by record, so an interrupted run keeps what it measured."""
+    """Writes one run's directory record by record, so an interrupted run keeps what it measured.
 
-    def __init__(self, run_dir: Path, metadata: dict[str, Any], records: Iterable[Record] = ()):
+    Nothing invalid reaches the disk: `add` checks each record against the schema and `flush`
+    the metadata, raising ResultsError naming the field instead of writing it.
+    """
+
+    def __init__(self, run_dir: Path, metadata: RunMetadata | Mapping[str, Any],
+                 records: Iterable[Record] = ()):
         self.run_dir = Path(run_dir)
-        self.metadata = metadata
+        self.metadata = _metadata(metadata)
         self.records: list[Record] = list(records)
 
     @classmethod
-    def create(cls, results_dir: Path, metadata: dict[str, Any], patch: str | None = None,
-               date: _dt.date | None = None) -> RunWriter:
+    def create(cls, results_dir: Path, metadata: RunMetadata | Mapping[str, Any],
+               patch: str | None = None, date: _dt.date | None = None) -> RunWriter:
         results_dir = Path(results_dir)
         ensure_writable(results_dir)
-        sha = (metadata.get("git_sha") or "nogit")[:7]
-        name = archive_name(results_dir, date or _dt.date.today(), sha)
+        meta = _metadata(metadata)
+        name = archive_name(results_dir, date or _dt.date.today(), meta.git_sha)
         run_dir = results_dir / name
         run_dir.mkdir(parents=True)
-        metadata = {**metadata, "schema_version": SCHEMA_VERSION, "run_id": name, "partial": True}
-        writer = cls(run_dir, metadata)
+        meta.schema_version, meta.run_id, meta.partial = SCHEMA_VERSION, name, True
+        if meta.started_at is None:
+            meta.started_at = now_iso()
+        writer = cls(run_dir, meta)
         if patch:
             atomic_write_text(run_dir / PATCH_FILE, patch)
         writer.flush()
@@ -274,7 +558,7 @@ class RunWriter:
     @classmethod
     def resume(cls, run_dir: Path) -> RunWriter:
         meta, records = load_run(run_dir)
-        if not meta.get("partial"):
+        if not meta.partial:
             raise ResultsError(f"{run_dir}: run is complete, nothing to resume")
         return cls(run_dir, meta, records)
 
@@ -282,19 +566,35 @@ class RunWriter:
         return {r.key() for r in self.records}
 
     def add(self, record: Record) -> None:
+        check_record(record, source=str(self.run_dir / RESULTS_FILE))
         self.records = [r for r in self.records if r.key() != record.key()] + [record]
         self.flush()
 
     def flush(self) -> None:
+        # Records are written in the current schema, whatever version the run started with.
+        self.metadata.schema_version = SCHEMA_VERSION
+        meta = self.metadata.to_dict()
+        RunMetadata.from_dict(meta, source=str(self.run_dir / METADATA_FILE))
         atomic_write_json(self.run_dir / RESULTS_FILE, [r.to_dict() for r in self.records])
-        atomic_write_json(self.run_dir / METADATA_FILE, self.metadata)
+        atomic_write_json(self.run_dir / METADATA_FILE, meta)
 
     def finish(self, finished_at: str, update_latest: bool = True) -> None:
-        self.metadata["partial"] = False
-        self.metadata["finished_at"] = finished_at
+        self.metadata.partial = False
+        self.metadata.finished_at = finished_at
         self.flush()
         if update_latest:
             publish_latest(self.run_dir)
+
+
+def _metadata(metadata: RunMetadata | Mapping[str, Any]) -> RunMetadata:
+    """Typed metadata for the writer: a plain mapping (e.g. from environment.capture) is converted
+    key by key; it is checked against the schema on every flush."""
+    if isinstance(metadata, RunMetadata):
+        return metadata
+    meta = RunMetadata(extra={})
+    for key, value in metadata.items():
+        meta[key] = value
+    return meta
 
 
 def ensure_writable(results_dir: Path) -> None:
@@ -310,10 +610,14 @@ def ensure_writable(results_dir: Path) -> None:
             f"{results_dir}: results directory is not writable ({e.strerror})") from None
 
 
+def _latest_paths(results_dir: Path) -> tuple[Path, Path, Path]:
+    return (results_dir / LATEST, results_dir / f"{LATEST}.old", results_dir / f"{LATEST}.new")
+
+
 def recover_latest(results_dir: Path) -> None:
     """Finish or undo a `latest/` swap that was cut off between its two renames."""
     results_dir = Path(results_dir)
-    latest, old, new = (results_dir / n for n in (LATEST, f"{LATEST}.old", f"{LATEST}.new"))
+    latest, old, new = _latest_paths(results_dir)
     if not latest.exists() and old.exists():
         old.rename(latest)
     if old.exists():
@@ -327,7 +631,7 @@ def publish_latest(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     results_dir = run_dir.parent
     recover_latest(results_dir)
-    latest, old, new = (results_dir / n for n in (LATEST, f"{LATEST}.old", f"{LATEST}.new"))
+    latest, old, new = _latest_paths(results_dir)
     shutil.copytree(run_dir, new)
     if latest.exists():
         latest.rename(old)

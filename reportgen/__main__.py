@@ -1,8 +1,11 @@
 """`python -m reportgen`: results -> charts, tables and Markdown pages under docs/benchmarks/.
 
-Bad input (a run directory without metadata.json, a record with an unknown status, a schema from
-the future, corrupt JSON) is reported as one line naming the file, exit 2; `--skip-bad` reports
-and passes over it instead. No results at all is not an error: the pages then say how to make some.
+Every run is read once and checked against the one schema of stored runs. Bad input (a run
+directory without metadata.json, a record whose field has the wrong type or sign, a duplicate
+record, a schema from the future, corrupt JSON, a results directory that does not exist) is
+reported as one line naming the file and field, exit 2, and no page is touched; `--skip-bad`
+reports and passes over a bad run on every page instead. An empty results directory is not an
+error: the pages then say how to make some.
 """
 
 from __future__ import annotations
@@ -37,35 +40,33 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from bench_suite.results import ResultsError
-    from reportgen.load import load_results
+    from reportgen.load import load_library
 
     start = time.perf_counter()
     try:
-        result = load_results(args.results_dir, args.run or None, skip_bad=args.skip_bad)
+        library = load_library(args.results_dir, args.run or None, skip_bad=args.skip_bad)
     except ResultsError as e:
         print(f"reportgen: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    for line in result.skipped:
+    for line in library.skipped:
         print(f"reportgen: skipped: {line}", file=sys.stderr)
-    for note in result.notes:
+    for note in library.notes:
         print(f"reportgen: note: {note}", file=sys.stderr)
-    if result.empty:
+    if library.empty:
         print(f"reportgen: no results found in {args.results_dir}; produce some with "
               "`just bench-cpu` (or `just bench-gpu` on a CUDA machine), then rerun "
               "`just bench-report`. Writing pages that say so.", file=sys.stderr)
     # matplotlib and jinja2: only once the inputs are known good
-    from reportgen import history, pages, profiles
+    from reportgen.build import build
 
     try:
-        summary = pages.build(result, args.docs_dir)
-        history.write_history_page(args.results_dir, args.docs_dir)
-        profiles.write_profiles_page(args.results_dir, args.profiles_dir, args.docs_dir)
+        summary = build(library, args.docs_dir, args.profiles_dir)
     except OSError as e:
         print(f"reportgen: error: cannot write under {args.docs_dir}: {e.strerror or e}",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    shown = ", ".join(r.run_id for r in result.runs) or "none"
-    print(f"reportgen: {len(result.frame)} records from runs [{shown}] -> "
+    shown = ", ".join(r.run_id for r in library.shown) or "none"
+    print(f"reportgen: {len(library.frame)} records from runs [{shown}] -> "
           f"{len(summary.pages)} pages, {len(summary.charts)} charts in "
           f"{Path(args.docs_dir) / 'benchmarks'} ({time.perf_counter() - start:.1f} s)",
           file=sys.stderr)

@@ -1,15 +1,14 @@
 """Charts from the tidy frame: grouped bars per size and scaling curves per device.
 
 A chart function takes a slice of the tidy DataFrame and returns a matplotlib Figure; it never
-reads files or measures (criterion.rs style). `render_charts` slices, draws and saves. Every chart
-uses one fixed colour per variant, a transparent background and mid-grey text so the same SVG reads
-on the site's light and dark themes.
+reads files or measures (criterion.rs style). `render_charts` slices, draws and saves. Orders and
+each variant's colour come from `reportgen.style` (the same on every page); a transparent
+background and mid-grey text let the same SVG read on the site's light and dark themes.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,24 +25,14 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-VARIANT_COLOURS = {
-    "torchlinops": "#1f77b4",        # blue
-    "torchlinops-linop": "#7fb8e6",  # light blue
-    "sigpy": "#ff7f0e",              # orange
-    "finufft": "#2ca02c",            # green
-    "cufinufft": "#17a589",          # teal (the GPU FINUFFT)
-    "torchkbnufft": "#9467bd",       # purple
-}
-VARIANT_ORDER = tuple(VARIANT_COLOURS)
-_SPARE_COLOURS = ("#8c564b", "#e377c2", "#bcbd22", "#7f7f7f")
-CASE_ORDER = ("nufft2d", "nufft3d", "interp2d", "interp3d", "blocks3d")
-DIRECTION_ORDER = ("forward", "adjoint")
-SIZE_ORDER = ("small", "medium", "large")
-DIRECTION_STYLE = {"forward": "-", "adjoint": "--"}
-GREY = "#8a8a8a"
-MISMATCH = "#d62728"
+from bench_suite.formatting import bytes_tick, count_tick, plural, slug, time_tick  # noqa: E402
+from reportgen.site import Site  # noqa: E402
+from reportgen.style import ALERT as MISMATCH  # noqa: E402
+from reportgen.style import DEFAULT, GREY, Style  # noqa: E402
 
-_STYLE = {
+DIRECTION_STYLE = {"forward": "-", "adjoint": "--"}
+
+RC = {
     "figure.facecolor": "none", "axes.facecolor": "none", "savefig.transparent": True,
     "text.color": GREY, "axes.labelcolor": GREY, "axes.edgecolor": GREY,
     "xtick.color": GREY, "ytick.color": GREY, "axes.titlecolor": GREY,
@@ -53,55 +42,13 @@ _STYLE = {
 }
 
 
-def variant_colour(variant: str) -> str:
-    """The colour of `variant` in every chart; unknown variants get a stable spare colour."""
-    if variant in VARIANT_COLOURS:
-        return VARIANT_COLOURS[variant]
-    return _SPARE_COLOURS[sum(map(ord, variant)) % len(_SPARE_COLOURS)]
-
-
-def ordered(values: Iterable[str], order: Iterable[str]) -> list[str]:
-    """Known values in the canonical order, then the rest alphabetically."""
-    values = set(values)
-    known = [v for v in order if v in values]
-    return known + sorted(values - set(known))
-
-
-def format_seconds(t: float, _pos: object = None) -> str:
-    if not t or not math.isfinite(t) or t <= 0:
-        return ""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if t >= scale * 0.9999:
-            return f"{t / scale:g} {unit}"
-    return f"{t / 1e-9:g} ns"
-
-
-def format_bytes(b: float, _pos: object = None) -> str:
-    if not b or not math.isfinite(b) or b <= 0:
-        return ""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= scale * 0.9999:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
-
-
-def format_count(n: float, _pos: object = None) -> str:
-    """1000 -> 1k, 262144 -> 262k, 2097152 -> 2.1M."""
-    if not n or not math.isfinite(n) or n <= 0:
-        return ""
-    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g}{suffix}"
-    return f"{n:.3g}"
-
-
 def _log_axis(axis, formatter) -> None:
     """Labelled ticks at decades, or at 1-2-5 steps when the data span under two decades (a
     bare decade grid would leave a narrow axis with one label or none); bytes at powers of two
     (1 MiB, 4 MiB, ...) rather than at 10^k bytes."""
     axis.axes.autoscale_view()
     lo, hi = sorted(axis.get_view_interval())
-    if formatter is format_bytes:
+    if formatter is bytes_tick:
         axis.set_major_locator(LogLocator(base=2, numticks=6))
     else:
         narrow = lo > 0 and hi / lo < 100
@@ -132,19 +79,19 @@ def _margins(fig: Figure, left: float, right: float, bottom: float, top: float,
 # ----------------------------------------------------------------------------- bar chart
 
 
-def bar_chart(df: pd.DataFrame, title: str | None = None) -> Figure:
+def bar_chart(df: pd.DataFrame, title: str | None = None, style: Style = DEFAULT) -> Figure:
     """Median time per case/direction (x groups), one bar per variant, IQR whiskers, log y.
 
     `df` holds one machine, device, size and thread setting. A failed or skipped record keeps its
     slot with a text marker; a mismatch keeps its bar, hatched and labelled.
     """
     ident = _single(df, ("machine", "device", "size_label", "num_threads"))
-    groups = [(c, d) for c in ordered(df["case"], CASE_ORDER)
-              for d in ordered(df["direction"], DIRECTION_ORDER)
+    groups = [(c, d) for c in style.order("case", df["case"])
+              for d in style.order("direction", df["direction"])
               if ((df["case"] == c) & (df["direction"] == d)).any()]
     widest = max(df.groupby(["case", "direction"])["variant"].nunique())
     width = 0.8 / widest
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(RC):
         fig = Figure(figsize=(min(10.0, max(4.0, 0.85 * len(groups) + 1.5)), 4.8), dpi=100)
         ax = fig.add_subplot()
         ax.set_yscale("log")
@@ -152,11 +99,11 @@ def bar_chart(df: pd.DataFrame, title: str | None = None) -> Figure:
         any_bar = False
         for gi, (case, direction) in enumerate(groups):
             g = df[(df["case"] == case) & (df["direction"] == direction)]
-            variants = ordered(g["variant"], VARIANT_ORDER)
+            variants = style.order("variant", g["variant"])
             for vi, variant in enumerate(variants):
                 row = g[g["variant"] == variant].iloc[0]
                 x = gi + (vi - (len(variants) - 1) / 2) * width
-                colour = variant_colour(variant)
+                colour = style.colour(variant)
                 median = row["median"]
                 if row["status"] in ("ok", "mismatch") and median > 0:
                     any_bar = True
@@ -185,14 +132,14 @@ def bar_chart(df: pd.DataFrame, title: str | None = None) -> Figure:
         ax.set_xticks(range(len(groups)), [f"{c}\n{d}" for c, d in groups], fontsize=9)
         ax.set_xlim(-0.6, len(groups) - 0.4)
         ax.margins(y=0.15)
-        _log_axis(ax.yaxis, format_seconds)
+        _log_axis(ax.yaxis, time_tick)
         ax.set_ylabel("median time per call (log)")
         ax.grid(axis="y", which="major", zorder=0)
         ax.tick_params(axis="x", length=0)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-        handles = [Patch(facecolor=variant_colour(v), label=v)
-                   for v in ordered(df["variant"], VARIANT_ORDER)]
+        handles = [Patch(facecolor=style.colour(v), label=v)
+                   for v in style.order("variant", df["variant"])]
         if (df["status"] == "mismatch").any():
             handles.append(Patch(facecolor="none", edgecolor=MISMATCH, hatch="////",
                                  label="mismatch (over tolerance)"))
@@ -202,7 +149,7 @@ def bar_chart(df: pd.DataFrame, title: str | None = None) -> Figure:
                   ncol=min(len(handles), 4), fontsize=9)
         threads = int(ident["num_threads"])
         fig.suptitle(title or (f"{ident['machine']} · {ident['device']} · {ident['size_label']}"
-                               f" · {threads} thread{'s' if threads != 1 else ''}"),
+                               f" · {plural(threads, 'thread')}"),
                      y=0.995, fontsize=10, color=GREY)
         legend_rows = math.ceil(len(handles) / 4)
         _margins(fig, left=0.85, right=0.15, bottom=0.55, top=0.55 + 0.22 * legend_rows)
@@ -221,7 +168,8 @@ def memory_column(device: str) -> tuple[str, str]:
     return "peak_mem_bytes", "peak allocated (device)"
 
 
-def scaling_chart(df: pd.DataFrame, metric: str = "time", title: str | None = None) -> Figure:
+def scaling_chart(df: pd.DataFrame, metric: str = "time", title: str | None = None,
+                  style: Style = DEFAULT) -> Figure:
     """One subplot per case: x = problem size (log), y = median time or peak memory (log); one
     line per variant x direction (solid forward, dashed adjoint), IQR band for time.
 
@@ -233,27 +181,27 @@ def scaling_chart(df: pd.DataFrame, metric: str = "time", title: str | None = No
     ident = _single(df, ("machine", "device", "num_threads"))
     column, ylabel = ("median", "median time per call") if metric == "time" else \
         memory_column(str(ident["device"]))
-    cases = ordered(df["case"], CASE_ORDER)
+    cases = style.order("case", df["case"])
     ncols = min(2, len(cases))
     nrows = math.ceil(len(cases) / ncols)
     spare = nrows * ncols > len(cases)
-    variants = ordered(df["variant"], VARIANT_ORDER)
-    with matplotlib.rc_context(_STYLE):
+    variants = style.order("variant", df["variant"])
+    with matplotlib.rc_context(RC):
         fig = Figure(figsize=(4.6 * ncols, 3.2 * nrows + (0 if spare else 0.7)), dpi=100)
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         any_mismatch = False
         for ax, case in zip(axes, cases, strict=False):
             c = df[df["case"] == case]
             missing = 0
-            for variant in ordered(c["variant"], VARIANT_ORDER):
-                for direction in ordered(c["direction"], DIRECTION_ORDER):
+            for variant in style.order("variant", c["variant"]):
+                for direction in style.order("direction", c["direction"]):
                     s = c[(c["variant"] == variant) & (c["direction"] == direction)]
                     good = s[s["status"].isin(["ok", "mismatch"]) & (s[column] > 0)]
                     missing += len(s) - len(good)
                     good = good.sort_values("problem_size")
                     if good.empty:
                         continue
-                    colour = variant_colour(variant)
+                    colour = style.colour(variant)
                     ax.plot(good["problem_size"], good[column], color=colour, marker="o",
                             markersize=3.5, linewidth=1.4,
                             linestyle=DIRECTION_STYLE.get(direction, ":"))
@@ -267,9 +215,9 @@ def scaling_chart(df: pd.DataFrame, metric: str = "time", title: str | None = No
                                 markersize=9, markerfacecolor="none", markeredgecolor=MISMATCH)
             ax.set_xscale("log")
             ax.set_yscale("log")
-            _log_axis(ax.xaxis, format_count)
-            _log_axis(ax.yaxis, format_seconds if metric == "time" else format_bytes)
-            ax.set_title(case)
+            _log_axis(ax.xaxis, count_tick)
+            _log_axis(ax.yaxis, time_tick if metric == "time" else bytes_tick)
+            ax.set_title(style.title(case))
             ax.set_xlabel("problem size (grid elements)")
             ax.grid(which="major")
             for side in ("top", "right"):
@@ -280,10 +228,10 @@ def scaling_chart(df: pd.DataFrame, metric: str = "time", title: str | None = No
                         va="bottom", fontsize=7, color=MISMATCH)
         for ax in axes[::ncols]:
             ax.set_ylabel(ylabel, fontsize=8)
-        handles = [Line2D([], [], color=variant_colour(v), linewidth=2, label=v)
+        handles = [Line2D([], [], color=style.colour(v), linewidth=2, label=v)
                    for v in variants]
-        handles += [Line2D([], [], color=GREY, linestyle=DIRECTION_STYLE[d], label=d)
-                    for d in DIRECTION_ORDER if d in set(df["direction"])]
+        handles += [Line2D([], [], color=GREY, linestyle=DIRECTION_STYLE.get(d, ":"), label=d)
+                    for d in style.order("direction", df["direction"])]
         if metric == "time":
             handles.append(Patch(facecolor=GREY, alpha=0.3, label="IQR"))
         if any_mismatch:
@@ -295,7 +243,7 @@ def scaling_chart(df: pd.DataFrame, metric: str = "time", title: str | None = No
         threads = int(ident["num_threads"])
         what = "Time" if metric == "time" else "Memory"
         fig.suptitle(title or (f"{what} scaling · {ident['machine']} · {ident['device']} · "
-                               f"{threads} thread{'s' if threads != 1 else ''}"),
+                               f"{plural(threads, 'thread')}"),
                      fontsize=11, color=GREY)
         if spare:
             axes[len(cases)].legend(handles=handles, loc="center", fontsize=9)
@@ -324,46 +272,39 @@ class ChartFile:
     alt: str = ""
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "x"
-
-
-def save(fig: Figure, path: Path) -> Path:
-    """SVG (text as paths, no timestamp) so files are stable and need no fonts on the site."""
+def save(fig: Figure, path: Path, rc: dict | None = None) -> Path:
+    """SVG (text as paths, no timestamp) so files need no fonts on the site; saved under the
+    chart style so the SVG ids come from its fixed hash salt and a re-render is byte-identical."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=path.suffix.lstrip(".") or "svg", metadata={"Date": None}
-                if path.suffix == ".svg" else None, dpi=200)
+    with matplotlib.rc_context(rc or RC):
+        fig.savefig(path, format=path.suffix.lstrip(".") or "svg", metadata={"Date": None}
+                    if path.suffix == ".svg" else None, dpi=200)
     return path
 
 
-def _threads(n: int) -> str:
-    return f"{n} thread{'s' if n != 1 else ''}"
-
-
-def render_charts(frame: pd.DataFrame, assets_dir: Path) -> list[ChartFile]:
+def render_charts(frame: pd.DataFrame, site: Site, style: Style = DEFAULT) -> list[ChartFile]:
     """Draw and save every chart for every (machine, device, threads) in `frame`."""
     out: list[ChartFile] = []
     if frame.empty:
         return out
-    assets_dir = Path(assets_dir)
     for (machine, device, threads), g in frame.groupby(["machine", "device", "num_threads"],
                                                        sort=True):
         stem = f"{slug(machine)}-{slug(device)}"
         t = int(threads)
-        for size in ordered(g["size_label"], SIZE_ORDER):
-            path = assets_dir / f"{stem}-bars-{slug(size)}-t{t}.svg"
-            save(bar_chart(g[g["size_label"] == size]), path)
+        for size in style.order("size", g["size_label"]):
+            path = site.asset(f"{stem}-bars-{slug(size)}-t{t}.svg")
+            save(bar_chart(g[g["size_label"] == size], style=style), path)
             out.append(ChartFile(path, "bars", machine, device, t, size,
                                  f"Median time per case, {size} size, {machine} {device}, "
-                                 f"{_threads(t)}"))
+                                 f"{plural(t, 'thread')}"))
         for metric in METRICS:
             if metric == "memory" and not (g[memory_column(device)[0]] > 0).any():
                 continue
             name = "scaling" if metric == "time" else "memory"
-            path = assets_dir / f"{stem}-{name}-t{t}.svg"
-            save(scaling_chart(g, metric), path)
+            path = site.asset(f"{stem}-{name}-t{t}.svg")
+            save(scaling_chart(g, metric, style=style), path)
             out.append(ChartFile(path, metric, machine, device, t, None,
                                  f"{metric.capitalize()} scaling per case, {machine} {device}, "
-                                 f"{_threads(t)}"))
+                                 f"{plural(t, 'thread')}"))
     return out

@@ -1,86 +1,52 @@
-"""The history page: every archived run, per machine and device, as medians over time.
+"""The history page: every finished archived run, per machine and device, as medians over time.
 
 Each chart is one case on one machine and device: a panel per direction x size, a line per
-variant (and thread count), one point per run. A triangle marks a point that differs
-significantly from the previous run of the same machine and device; the rule is
-`bench_suite.compare.judge`, the same one `compare` uses, so the page and the CLI agree.
+variant (and thread count) in the variant's colour from `reportgen.style` (the same as on the
+CPU and GPU pages), one point per run. A triangle marks a point that differs significantly from
+the previous run of the same machine and device; the rule is `bench_suite.analysis.judge`, the
+same one `compare` uses, so the page and the CLI agree. The runs come from the report's one
+loader (`reportgen.load.Library`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogFormatter  # noqa: E402
 
-from bench_suite.compare import (  # noqa: E402
+from bench_suite.analysis import (  # noqa: E402
     FASTER,
-    HEADERS,
     NOT_MEASURED,
     SAME,
     SLOWER,
     GeoMean,
     Row,
     compare_records,
-    row_cells,
-    time_unit,
 )
-from bench_suite.results import (  # noqa: E402
-    Record,
-    ResultsError,
-    atomic_write_text,
-    list_runs,
-    load_run,
-)
+from bench_suite.compare import HEADERS, row_cells  # noqa: E402
+from bench_suite.formatting import md_escape, slug, time_unit  # noqa: E402
+from bench_suite.results import Record  # noqa: E402
+from reportgen.charts import save  # noqa: E402
+from reportgen.load import Library, Run  # noqa: E402
+from reportgen.site import Site  # noqa: E402
+from reportgen.style import ALERT, GOOD, GREY, Style  # noqa: E402
 
-TEMPLATES = Path(__file__).parent / "templates"
-PAGE = Path("benchmarks") / "history.md"
-ASSETS = Path("benchmarks") / "assets"
-ASSET_PREFIX = "history-"
-
-# Legible on light and dark themes: transparent background, mid-grey text and axes.
-GREY = "#808080"
-# Line colours avoid red and green, which are kept for the slower / faster markers.
-LINE_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-               "#7f7f7f"]
-SLOWER_COLOR, FASTER_COLOR = "#d62728", "#2ca02c"
-STYLE = {
+PAGE = "history.md"
+ASSETS = "history"  # folder under assets/
+MARKERS = {SLOWER: ("^", ALERT), FASTER: ("v", GOOD)}
+RC = {
     "text.color": GREY, "axes.labelcolor": GREY, "axes.edgecolor": GREY, "xtick.color": GREY,
     "ytick.color": GREY, "axes.titlecolor": GREY, "grid.color": GREY, "grid.alpha": 0.3,
     "legend.frameon": False, "font.size": 9, "svg.hashsalt": "linop-bench-history",
     "svg.fonttype": "none",
 }
-_SIZE_ORDER = {"small": 0, "medium": 1, "large": 2}
-_DIRECTION_ORDER = {"forward": 0, "adjoint": 1}
 MAX_TICK_LABELS = 10
-
-
-@dataclass
-class Run:
-    """One finished archived run, reduced to what the history needs."""
-
-    run_id: str
-    sha: str
-    date: str  # YYYY-MM-DD
-    sort_key: str
-    records: list[Record]
-
-    @property
-    def targets(self) -> list[str]:
-        return [f"{m} · {d}" for m, d in sorted({(r.machine, r.device) for r in self.records})]
-
-    @property
-    def label(self) -> str:
-        return f"{self.sha}\n{self.date[5:]}" if self.date else self.sha
 
 
 @dataclass
@@ -100,47 +66,27 @@ class Group:
         return [r for r in run.records if r.machine == self.machine and r.device == self.device]
 
 
-# ----------------------------------------------------------------------------- loading
+def tick_label(run: Run) -> str:
+    sha = run.meta.short_sha
+    return f"{sha}\n{run.date[5:]}" if run.date else sha
 
 
-def _run_date(meta: dict[str, Any], name: str) -> str:
-    for key in ("started_at", "finished_at"):
-        value = meta.get(key)
-        if isinstance(value, str):
-            try:
-                return dt.datetime.fromisoformat(value).date().isoformat()
-            except ValueError:
-                pass
-    match = re.match(r"\d{4}-\d{2}-\d{2}", name)
-    return match.group(0) if match else ""
+def targets(run: Run) -> list[str]:
+    return [f"{m} · {d}" for m, d in sorted({(r.machine, r.device) for r in run.records})]
 
 
-def load_history(results_dir: Path) -> tuple[list[Run], list[str]]:
-    """Finished archived runs, oldest first, and a note for each run that had to be skipped."""
-    runs, skipped = [], []
-    for path in list_runs(results_dir):
-        try:
-            meta, records = load_run(path)
-        except ResultsError as e:
-            skipped.append(f"{path.name}: {e}")
-            continue
-        if meta.get("partial"):
-            continue
-        run_id = str(meta.get("run_id") or path.name)
-        sha = str(meta.get("git_sha") or "nogit")[:7]
-        started = meta.get("started_at") if isinstance(meta.get("started_at"), str) else ""
-        runs.append(Run(run_id, sha, _run_date(meta, path.name), started or path.name, records))
-    runs.sort(key=lambda r: (r.date, r.sort_key, r.run_id))
-    return runs, skipped
+def history_runs(library: Library) -> list[Run]:
+    """Finished archived runs, oldest first (by date, then start time, then name)."""
+    return sorted(library.archived(), key=lambda r: (r.date, r.started_at, r.run_id))
 
 
-def group_runs(runs: list[Run]) -> list[Group]:
+def group_runs(runs: list[Run], style: Style) -> list[Group]:
     """One Group per machine and device, holding only the runs that measured it."""
     groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         for machine, device in sorted({(r.machine, r.device) for r in run.records}):
             groups.setdefault((machine, device), Group(machine, device)).runs.append(run)
-    return [groups[k] for k in sorted(groups)]
+    return [groups[k] for k in sorted(groups, key=lambda k: (k[0], style.rank("device", k[1])))]
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -183,7 +129,7 @@ def latest_changes(group: Group, threshold: float, alpha: float) -> None:
     rows, geomeans = compare_records(group.records(group.runs[-2]),
                                      group.records(group.runs[-1]), threshold, alpha)
     changed = [r for r in rows if r.verdict not in (SAME, NOT_MEASURED)]
-    group.changes = [[_md(c) for c in row_cells(r)] for r in changed]
+    group.changes = [[md_escape(c) for c in row_cells(r)] for r in changed]
     group.change_verdicts = [r.verdict for r in changed]
     group.unchanged = len(rows) - len(changed)
     group.geomean = geomeans[0] if geomeans else None
@@ -192,30 +138,27 @@ def latest_changes(group: Group, threshold: float, alpha: float) -> None:
 # ----------------------------------------------------------------------------- charts
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-") or "unknown"
-
-
 def asset_name(machine: str, device: str, case: str) -> str:
-    """Stable file name, so a re-render replaces the same file and links never break."""
-    return f"{ASSET_PREFIX}{_slug(machine)}-{_slug(device)}-{_slug(case)}.svg"
+    """Stable file name under assets/history/, so a re-render replaces the same file and links
+    never break; the folder keeps it apart from the result pages' charts whatever the label."""
+    return f"{ASSETS}/{slug(machine)}-{slug(device)}-{slug(case)}.svg"
 
 
-def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]], path: Path) -> None:
-    """One SVG: panels per direction x size, a line per variant/threads, markers on changes."""
+def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]],
+               style: Style) -> Figure:
+    """Panels per direction x size, a line per variant/threads, markers on changes."""
     keys = [k for k in data if k[0] == case]
-    directions = sorted({k[1] for k in keys}, key=lambda d: (_DIRECTION_ORDER.get(d, 9), d))
-    sizes = sorted({k[2] for k in keys}, key=lambda s: (_SIZE_ORDER.get(s, 9), s))
-    lines = sorted({(k[3], k[4]) for k in keys})
-    variants = sorted({v for v, _ in lines})
-    threads = sorted({t for _, t in lines})
-    color = {v: LINE_COLORS[i % len(LINE_COLORS)] for i, v in enumerate(variants)}
+    directions = style.order("direction", {k[1] for k in keys})
+    sizes = style.order("size", {k[2] for k in keys})
+    variants = style.order("variant", {k[3] for k in keys})
+    threads = sorted({k[4] for k in keys})
+    lines = [(v, t) for v in variants for t in threads if any(k[3:] == (v, t) for k in keys)]
     dash = {t: ("-", "--", ":", "-.")[i % 4] for i, t in enumerate(threads)}
     n_runs = len(group.runs)
 
-    with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(len(directions), len(sizes), squeeze=False, sharex=True,
-                                 figsize=(1.2 + 3.4 * len(sizes), 0.9 + 2.3 * len(directions)))
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(1.2 + 3.4 * len(sizes), 0.9 + 2.3 * len(directions)))
+        axes = fig.subplots(len(directions), len(sizes), squeeze=False, sharex=True)
         for (di, direction), (si, size) in ((d, s) for d in enumerate(directions)
                                             for s in enumerate(sizes)):
             ax = axes[di][si]
@@ -232,10 +175,9 @@ def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]], path
                 ys = [p.median / scale for p in points]
                 medians += ys
                 label = variant if len(threads) == 1 else f"{variant}, {nt} thr"
-                ax.plot(xs, ys, dash[nt], color=color[variant], marker="o", markersize=3,
+                ax.plot(xs, ys, dash[nt], color=style.colour(variant), marker="o", markersize=3,
                         linewidth=1.3, label=label)
-                for verdict, marker, mcolor in ((SLOWER, "^", SLOWER_COLOR),
-                                                (FASTER, "v", FASTER_COLOR)):
+                for verdict, (marker, mcolor) in MARKERS.items():
                     hits = [(p.index, p.median / scale) for p in points if p.verdict == verdict]
                     if hits:
                         ax.scatter(*zip(*hits, strict=True), marker=marker, s=70, zorder=5,
@@ -250,12 +192,12 @@ def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]], path
             ax.set_xlim(-0.5, n_runs - 0.5)
             step = max(1, -(-n_runs // MAX_TICK_LABELS))
             ticks = list(range(n_runs - 1, -1, -step))[::-1]
-            ax.set_xticks(ticks, [group.runs[i].label for i in ticks], fontsize=7)
+            ax.set_xticks(ticks, [tick_label(group.runs[i]) for i in ticks], fontsize=7)
         seen: dict[str, Any] = {}
         for ax in axes.flat:
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
                 seen.setdefault(label, handle)
-        for verdict, marker, mcolor in ((SLOWER, "^", SLOWER_COLOR), (FASTER, "v", FASTER_COLOR)):
+        for verdict, (marker, mcolor) in MARKERS.items():
             if any(p.verdict == verdict for k in keys for p in data[k]):
                 seen[f"significantly {verdict}"] = Line2D(
                     [], [], linestyle="none", marker=marker, markersize=8, markerfacecolor="none",
@@ -265,52 +207,28 @@ def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]], path
         legend_rows = -(-len(seen) // ncol)
         fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=ncol)
         fig.tight_layout(rect=(0, (0.1 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", transparent=True, metadata={"Date": None})
-        plt.close(fig)
+    return fig
 
 
 # ----------------------------------------------------------------------------- page
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def render_page(groups: list[Group], runs: list[Run], skipped: list[str], threshold: float,
-                alpha: float) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters["md"] = _md
-    return env.get_template("history.md.j2").render(
-        groups=groups, runs=runs, skipped=skipped, threshold=threshold, alpha=alpha,
-        headers=HEADERS, SLOWER=SLOWER, FASTER=FASTER,
-    )
-
-
-def write_history_page(results_dir: Path, docs_dir: Path, *, threshold: float = 0.05,
-                       alpha: float = 0.01) -> Path:
-    """Render docs/benchmarks/history.md and its charts from every finished archived run."""
-    runs, skipped = load_history(Path(results_dir))
-    groups = group_runs(runs)
-    assets = Path(docs_dir) / ASSETS
-    written: set[Path] = set()
+def write_history_page(library: Library, site: Site, *, threshold: float = 0.05,
+                       alpha: float = 0.01) -> list[Group]:
+    """Render history.md and its charts from every finished archived run of the library."""
+    runs = history_runs(library)
+    style = library.style
+    groups = group_runs(runs, style)
     for group in groups:
         if len(group.runs) < 2:
             continue
         data = series(group, threshold, alpha)
-        for case in sorted({k[0] for k in data}):
-            path = assets / asset_name(group.machine, group.device, case)
-            chart_case(group, case, data, path)
-            written.add(path)
-            group.charts.append({"case": case, "file": f"assets/{path.name}"})
+        for case in style.order("case", {k[0] for k in data}):
+            path = site.asset(asset_name(group.machine, group.device, case))
+            save(chart_case(group, case, data, style), path, rc={**RC, "savefig.transparent": True})
+            group.charts.append({"case": case, "file": site.link(path)})
         latest_changes(group, threshold, alpha)
-    # A chart for a machine, device or case that is no longer in the history would mislead.
-    if assets.is_dir():
-        for stale in assets.glob(f"{ASSET_PREFIX}*.svg"):
-            if stale not in written:
-                stale.unlink()
-    page = Path(docs_dir) / PAGE
-    atomic_write_text(page, render_page(groups, runs, skipped, threshold, alpha))
-    return page
+    site.page(PAGE, "history.md.j2", groups=groups, runs=runs, skipped=library.skipped,
+              threshold=threshold, alpha=alpha, headers=HEADERS, SLOWER=SLOWER, FASTER=FASTER,
+              colours={SLOWER: ALERT, FASTER: GOOD}, targets=targets)
+    return groups

@@ -1,35 +1,41 @@
-"""Result runs on disk -> one tidy pandas DataFrame (one row per record) plus the runs' metadata.
+"""The report's one loader: every run read once, checked, and the choices made from them.
 
-The schema itself (required fields, statuses, schema_version) is checked by `bench_suite.results`;
-this module adds the choice of *which* runs to show: per (machine, device), the newest finished run
-that measured it, so a CPU run from one machine and a GPU run from another appear side by side.
-Every problem with an input becomes a `ResultsError` naming the file, never a traceback.
+`load_library` reads every run of the results store (and any run named with `--run`) through
+`bench_suite.results.load_run`, so each file is read once and checked against the one schema; a
+bad run is a ResultsError, or with `skip_bad` a line in `skipped` and absent from every page.
+Statistics are recomputed from the raw samples (`bench_suite.analysis.with_statistics`).
+
+From the runs it picks what the result pages show -- per (machine, device), the newest finished
+run that measured it, so a CPU run from one machine and a GPU run from another appear side by
+side -- and lays those records out as one tidy pandas DataFrame. The history and profiles pages
+take their runs from the same Library.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bench_suite import stats
+from bench_suite.analysis import with_statistics
 from bench_suite.results import (
     LATEST,
     METADATA_FILE,
-    RESULTS_FILE,
     Record,
     ResultsError,
+    RunMetadata,
     load_metadata,
-    load_records,
+    read_records,
     resolve_run,
+    run_date,
+    run_dirs,
 )
+from reportgen.style import Style
 
 # Columns of the tidy frame, in the order the CSV download shows them.
 COLUMNS = [
@@ -37,31 +43,35 @@ COLUMNS = [
     "num_points", "variant", "num_threads", "status", "reason", "dtype", "median", "q1", "q3",
     "iqr", "mean", "ci_low", "ci_high", "num_runs", "number_per_run", "peak_mem_bytes",
     "peak_mem_delta_bytes", "peak_mem_note", "rel_error", "tolerance", "reference", "instructions",
-    "warnings", "started_at", "finished_at", "git_sha", "git_dirty", "partial", "times",
+    "warnings", "notes", "started_at", "finished_at", "git_sha", "git_dirty", "partial", "times",
 ]
-_NUMERIC = ("median", "mean", "iqr", "ci_low", "ci_high", "rel_error", "tolerance",
-            "peak_mem_bytes", "peak_mem_delta_bytes", "instructions")
+ARCHIVE, LATEST_COPY, NAMED = "archive", "latest", "named"
 
 
 @dataclass(eq=False)
 class Run:
-    """One run directory as read from disk."""
+    """One run directory as read from disk, its statistics recomputed from the samples."""
 
     path: Path
-    meta: dict[str, Any]
+    meta: RunMetadata
     records: list[Record]
+    source: str = ARCHIVE  # an archive of the store, the latest/ copy, or a --run path
 
     @property
     def run_id(self) -> str:
-        return str(self.meta.get("run_id") or self.path.name)
+        return self.meta.run_id
 
     @property
     def partial(self) -> bool:
-        return bool(self.meta.get("partial"))
+        return self.meta.partial
 
     @property
     def started_at(self) -> str:
-        return str(self.meta.get("started_at") or "")
+        return self.meta.started_at or ""
+
+    @property
+    def date(self) -> str:
+        return run_date(self.meta, self.path.name)
 
     def pairs(self) -> list[tuple[str, str]]:
         """The (machine, device) pairs this run measured, in record order."""
@@ -69,11 +79,13 @@ class Run:
 
 
 @dataclass
-class LoadResult:
-    """What the report is built from: the tidy frame, the runs shown and what was left out."""
+class Library:
+    """Everything a report build is made from."""
 
-    frame: pd.DataFrame
-    runs: list[Run] = field(default_factory=list)
+    runs: list[Run]  # every run read, oldest first
+    shown: list[Run]  # the runs the result pages show, oldest first
+    frame: pd.DataFrame  # their records, one row each
+    style: Style
     skipped: list[str] = field(default_factory=list)  # bad inputs passed over with --skip-bad
     notes: list[str] = field(default_factory=list)  # e.g. partial runs that were ignored
 
@@ -81,110 +93,123 @@ class LoadResult:
     def empty(self) -> bool:
         return self.frame.empty
 
-
-def read_run(path: Path) -> Run:
-    """Read and validate one run directory; raises ResultsError naming the file and problem."""
-    meta = load_metadata(path)
-    records = load_records(path)
-    for i, rec in enumerate(records):
-        _check_record(rec, path / RESULTS_FILE, i)
-    return Run(Path(path), meta, records)
+    def archived(self) -> list[Run]:
+        """Finished runs archived in the store, oldest first: what the history shows."""
+        return [r for r in self.runs if r.source == ARCHIVE and not r.partial]
 
 
-def _check_record(rec: Record, source: Path, index: int) -> None:
-    """Types the report relies on; a foreign file fails here with one line, not deep in pandas."""
-    where = f"{source}: record {index} ({rec.case}/{rec.variant})"
-    for name in _NUMERIC:
-        value = getattr(rec, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ResultsError(f"{where}: {name} is {value!r}, expected a number or null")
-    if not isinstance(rec.times, list) or not all(
-            isinstance(t, (int, float)) and not isinstance(t, bool) for t in rec.times):
-        raise ResultsError(f"{where}: times must be a list of numbers")
-    if not isinstance(rec.num_threads, int) or isinstance(rec.num_threads, bool):
-        raise ResultsError(f"{where}: num_threads is {rec.num_threads!r}, expected an integer")
-    if not isinstance(rec.warnings, list):
-        raise ResultsError(f"{where}: warnings must be a list of strings")
+def read_run(path: Path, source: str = ARCHIVE, meta: RunMetadata | None = None) -> Run:
+    """Read and check one run directory (its records only, when `meta` was read already);
+    raises ResultsError naming the file and field."""
+    meta = meta if meta is not None else load_metadata(path)
+    records = read_records(path, meta)
+    return Run(Path(path), meta, [with_statistics(r) for r in records], source)
 
 
-def candidate_dirs(results_dir: Path) -> list[Path]:
-    """Every directory under `results_dir` that should be a run (latest/ and swap dirs aside)."""
+def _by_age(run: Run) -> tuple[str, str]:
+    return (run.started_at, run.run_id)
+
+
+def load_library(results_dir: Path, run_names: Sequence[str] | None = None,
+                 skip_bad: bool = False) -> Library:
+    """Read the store once and choose what to show. `run_names` (archive names or paths)
+    overrides the default selection and may name a partial run; otherwise partial runs are
+    ignored and said so. A results directory that does not exist is an error."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        return []
-    skip = {LATEST, f"{LATEST}.new", f"{LATEST}.old"}
-    return [p for p in sorted(results_dir.iterdir())
-            if p.is_dir() and not p.name.startswith(".") and p.name not in skip]
+        what = "not a directory" if results_dir.exists() else "no such directory"
+        raise ResultsError(f"{results_dir}: {what} (--results-dir must name the results store)")
+    skipped: list[str] = []
+    notes: list[str] = []
 
-
-def _read_all(paths: Sequence[Path], skip_bad: bool, skipped: list[str]) -> list[Run]:
-    runs = []
-    for path in paths:
+    def attempt(path: Path, source: str, meta: RunMetadata | None = None) -> Run | None:
         try:
-            runs.append(read_run(path))
+            return read_run(path, source, meta)
         except ResultsError as e:
             if not skip_bad:
                 raise
             skipped.append(str(e))
-    return runs
+            return None
+
+    by_path: dict[Path, Run | None] = {p.resolve(): attempt(p, ARCHIVE)
+                                       for p in run_dirs(results_dir)}
+    runs = [r for r in by_path.values() if r is not None]
+    latest = _latest_copy(results_dir, {r.run_id for r in runs}, attempt)
+    if latest is not None:  # only a latest/ copy whose archive is gone
+        by_path[latest.path.resolve()] = latest
+        runs.append(latest)
+
+    if run_names:
+        named: list[Run] = []
+        for name in run_names:
+            try:
+                path = resolve_run(name, results_dir)
+            except ResultsError as e:
+                if not skip_bad:
+                    raise
+                skipped.append(str(e))
+                continue
+            key = path.resolve()
+            if key not in by_path:
+                by_path[key] = attempt(path, NAMED)
+                if by_path[key] is not None:
+                    runs.append(by_path[key])
+            if by_path[key] is not None:
+                named.append(by_path[key])
+        chosen = _choose_named(named, notes)
+    else:
+        chosen = select_default(runs)
+        notes += [f"run {run.run_id} is partial (interrupted) and was ignored; show it with "
+                  f"--run {run.path.name}" for run in runs if run.partial]
+
+    runs.sort(key=_by_age)
+    shown = sorted(dict.fromkeys(chosen.values()), key=_by_age)
+    frame = records_frame([(run, [r for r in run.records
+                                  if chosen.get((r.machine, r.device)) is run]) for run in shown])
+    style = Style.from_catalogues(r.meta.catalogue for r in reversed(runs))
+    return Library(runs=runs, shown=shown, frame=frame, style=style, skipped=skipped,
+                   notes=notes)
+
+
+def _latest_copy(results_dir: Path, archived_ids: set[str], attempt) -> Run | None:
+    """latest/ as a run, only when its archive is not in the store (its records are then read);
+    a latest/ without metadata.json is not ours to judge and is passed over."""
+    latest = results_dir / LATEST
+    if not (latest / METADATA_FILE).is_file():
+        return None
+    try:
+        meta = load_metadata(latest)
+    except ResultsError:
+        return attempt(latest, LATEST_COPY)  # the same error, or skipped with --skip-bad
+    if meta.run_id in archived_ids:
+        return None
+    return attempt(latest, LATEST_COPY, meta)
+
+
+def _choose_named(named: list[Run], notes: list[str]) -> dict[tuple[str, str], Run]:
+    chosen: dict[tuple[str, str], Run] = {}
+    for run in dict.fromkeys(named):
+        if run.partial:
+            notes.append(f"run {run.run_id} is partial (interrupted); shown because it was "
+                         "selected with --run")
+    for run in named:  # a later --run wins for a (machine, device) both measured
+        for pair in run.pairs():
+            if pair in chosen and chosen[pair] is not run:
+                notes.append(f"{pair[0]} / {pair[1]}: run {run.run_id} shown instead of "
+                             f"{chosen[pair].run_id} (the later --run wins)")
+            chosen[pair] = run
+    return chosen
 
 
 def select_default(runs: Sequence[Run]) -> dict[tuple[str, str], Run]:
     """Per (machine, device), the newest finished run that measured it."""
     chosen: dict[tuple[str, str], Run] = {}
-    for run in sorted(runs, key=lambda r: (r.started_at, r.run_id)):
+    for run in sorted(runs, key=_by_age):
         if run.partial:
             continue
         for pair in run.pairs():
             chosen[pair] = run
     return chosen
-
-
-def load_results(results_dir: Path, run_names: Sequence[str] | None = None,
-                 skip_bad: bool = False) -> LoadResult:
-    """Read the runs to report. `run_names` (archive names or paths) overrides the default
-    selection and may name a partial run; otherwise partial runs are ignored and said so."""
-    results_dir = Path(results_dir)
-    skipped: list[str] = []
-    notes: list[str] = []
-    if run_names:
-        paths = []
-        for name in run_names:
-            try:
-                paths.append(resolve_run(name, results_dir))
-            except ResultsError as e:
-                if not skip_bad:
-                    raise
-                skipped.append(str(e))
-        runs = _read_all(paths, skip_bad, skipped)
-        for run in runs:
-            if run.partial:
-                notes.append(f"run {run.run_id} is partial (interrupted); shown because it was "
-                             "selected with --run")
-        chosen: dict[tuple[str, str], Run] = {}
-        for run in runs:  # a later --run wins for a (machine, device) both measured
-            for pair in run.pairs():
-                if pair in chosen and chosen[pair] is not run:
-                    notes.append(f"{pair[0]} / {pair[1]}: run {run.run_id} shown instead of "
-                                 f"{chosen[pair].run_id} (the later --run wins)")
-                chosen[pair] = run
-    else:
-        runs = _read_all(candidate_dirs(results_dir), skip_bad, skipped)
-        ids = {r.run_id for r in runs}
-        latest = results_dir / LATEST
-        if (latest / METADATA_FILE).exists():  # only a latest/ copy whose archive is gone
-            extra = _read_all([latest], skip_bad, skipped)
-            runs += [r for r in extra if r.run_id not in ids]
-        chosen = select_default(runs)
-        for run in runs:
-            if run.partial:
-                notes.append(f"run {run.run_id} is partial (interrupted) and was ignored; "
-                              f"show it with --run {run.path.name}")
-    shown = list(dict.fromkeys(chosen.values()))
-    frame = records_frame([(run, [r for r in run.records if chosen.get((r.machine, r.device))
-                                  is run]) for run in shown])
-    shown.sort(key=lambda r: (r.started_at, r.run_id))
-    return LoadResult(frame=frame, runs=shown, skipped=skipped, notes=notes)
 
 
 def _quartiles(times: Sequence[float]) -> tuple[float, float]:
@@ -202,13 +227,6 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
         meta = run.meta
         for r in records:
             q1, q3 = _quartiles(r.times)
-            if r.times:  # recompute from the raw samples: one definition for every run
-                ci_low, ci_high = r.ci_low, r.ci_high
-                if ci_low is None or ci_high is None:  # scipy only when a run lacks it
-                    ci_low, ci_high = stats.median_ci(r.times)
-                r = dataclasses.replace(r, median=stats.median(r.times),
-                                        mean=stats.mean(r.times), iqr=stats.iqr(r.times),
-                                        ci_low=ci_low, ci_high=ci_high, num_runs=len(r.times))
             rows.append({
                 "run_id": run.run_id, "machine": r.machine, "device": r.device, "case": r.case,
                 "direction": r.direction, "size_label": r.size_label,
@@ -221,11 +239,11 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
                 "peak_mem_delta_bytes": r.peak_mem_delta_bytes,
                 "peak_mem_note": r.peak_mem_note or "", "rel_error": r.rel_error,
                 "tolerance": r.tolerance, "reference": r.reference or "",
-                "instructions": r.instructions, "warnings": "; ".join(map(str, r.warnings)),
-                "started_at": meta.get("started_at") or "",
-                "finished_at": meta.get("finished_at") or "",
-                "git_sha": meta.get("git_sha") or "", "git_dirty": bool(meta.get("git_dirty")),
-                "partial": run.partial, "times": list(r.times),
+                "instructions": r.instructions, "warnings": "; ".join(r.warnings),
+                "notes": "; ".join(r.notes), "started_at": meta.started_at or "",
+                "finished_at": meta.finished_at or "", "git_sha": meta.git_sha or "",
+                "git_dirty": bool(meta.git_dirty), "partial": run.partial,
+                "times": list(r.times),
             })
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for col in ("median", "q1", "q3", "iqr", "mean", "ci_low", "ci_high", "rel_error",

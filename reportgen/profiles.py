@@ -1,9 +1,9 @@
 """The profiles page: where the time goes inside torchlinops, and Callgrind instruction counts.
 
 Reads only stored files: the committed profiles under `benchmarks/profiles/<name>/` (meta.json +
-profile.json.gz + the trace, written by `linop-bench profile`) and the result runs. Each trace is
-copied into `docs/benchmarks/assets/profiles/` so MkDocs serves it for download; files there that
-this page no longer links are removed (this module owns that folder).
+profile.json.gz + the trace, written by `linop-bench profile`, read through the torch-free
+`bench_suite.profile_format`) and the runs of the report's one loader. Each trace is copied into
+`docs/benchmarks/assets/profiles/` so MkDocs serves it for download, as a generated asset.
 """
 
 from __future__ import annotations
@@ -15,20 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
+from bench_suite.profile_format import load_profile
+from reportgen.load import ARCHIVE, Library
+from reportgen.site import Site
+from reportgen.style import DEFAULT, Style
 
-from bench_suite.profiler import load_profile
-from bench_suite.results import ResultsError, atomic_write_text
-from reportgen.load import candidate_dirs, read_run
-from reportgen.tables import md_escape
-
-TEMPLATES = Path(__file__).parent / "templates"
 PAGE = "profiles.md"
-ASSETS = Path("assets") / "profiles"
+ASSETS = "profiles"  # folder under assets/
 SIZE_LABEL = "medium"
 VARIANTS = ("torchlinops", "torchlinops-linop")
 TOP_N = 10
-CASE_ORDER = ("nufft2d", "nufft3d", "interp2d", "interp3d", "blocks3d")
 TRACE_NAMES = ("trace.json.gz", "trace.json")
 
 
@@ -96,16 +92,15 @@ def _summarise(path: Path, meta: dict[str, Any],
     return rows, step_ms
 
 
-def collect_profiles(profiles_dir: Path, assets_dir: Path | None = None,
+def collect_profiles(profiles_dir: Path, site: Site | None = None,
                      size_label: str = SIZE_LABEL, variants: tuple[str, ...] = VARIANTS,
-                     ) -> tuple[list[ProfileEntry], list[str], list[Path]]:
+                     style: Style = DEFAULT) -> tuple[list[ProfileEntry], list[str]]:
     """Committed profiles of `variants` at `size_label` on the CPU, with their traces copied
-    into `assets_dir`; returns (entries, problems with unreadable profiles, files written)."""
+    into the site's assets; returns (entries, problems with unreadable profiles)."""
     entries: list[ProfileEntry] = []
     problems: list[str] = []
-    written: list[Path] = []
     if not Path(profiles_dir).is_dir():
-        return entries, problems, written
+        return entries, problems
     for path in sorted(p for p in Path(profiles_dir).iterdir() if p.is_dir()):
         meta_file = path / "meta.json"
         if not meta_file.exists():
@@ -122,45 +117,37 @@ def collect_profiles(profiles_dir: Path, assets_dir: Path | None = None,
             problems.append(f"{path.name}: {e}")
             continue
         trace_link = ops_link = None
-        if assets_dir is not None:
-            assets_dir.mkdir(parents=True, exist_ok=True)
+        if site is not None:
             trace = next((path / n for n in TRACE_NAMES if (path / n).exists()), None)
             if trace is not None:
-                target = assets_dir / f"{path.name}.{trace.name}"
+                target = site.asset(f"{ASSETS}/{path.name}.{trace.name}")
                 shutil.copyfile(trace, target)
-                written.append(target)
-                trace_link = (ASSETS / target.name).as_posix()
+                trace_link = site.link(target)
             if (path / "ops.txt").exists():
-                target = assets_dir / f"{path.name}.ops.txt"
+                target = site.asset(f"{ASSETS}/{path.name}.ops.txt")
                 shutil.copyfile(path / "ops.txt", target)
-                written.append(target)
-                ops_link = (ASSETS / target.name).as_posix()
+                ops_link = site.link(target)
         entries.append(ProfileEntry(name=path.name, meta=meta, ops=ops, trace_link=trace_link,
                                     ops_link=ops_link, step_ms=step_ms,
                                     notes=[str(n) for n in meta.get("notes", [])]))
-    order = {c: i for i, c in enumerate(CASE_ORDER)}
-    entries.sort(key=lambda e: (order.get(e.case, len(order)), e.case,
-                                e.direction != "forward", variants.index(e.variant)
-                                if e.variant in variants else len(variants)))
-    return entries, problems, written
+    entries.sort(key=lambda e: (style.rank("case", e.case), style.rank("direction", e.direction),
+                                variants.index(e.variant) if e.variant in variants
+                                else len(variants)))
+    return entries, problems
 
 
-def newest_instructions(results_dir: Path) -> tuple[str | None, list[InstructionRow]]:
-    """The newest readable run whose records carry instruction counts, and those records."""
-    runs = []
-    for path in candidate_dirs(Path(results_dir)):
-        try:
-            runs.append(read_run(path))
-        except ResultsError:
-            continue  # the result pages report unreadable runs; this page needs none of them
-    for run in sorted(runs, key=lambda r: (r.started_at, r.run_id), reverse=True):
+def newest_instructions(library: Library) -> tuple[str | None, list[InstructionRow]]:
+    """The newest archived run whose records carry instruction counts, and those records."""
+    style = library.style
+    archived = [r for r in library.runs if r.source == ARCHIVE]
+    for run in sorted(archived, key=lambda r: (r.started_at, r.run_id), reverse=True):
         rows = [InstructionRow(r.case, r.direction, r.size_label, r.variant, r.num_threads,
                                int(r.instructions))
                 for r in run.records if r.instructions is not None]
         if rows:
-            order = {c: i for i, c in enumerate(CASE_ORDER)}
-            rows.sort(key=lambda x: (order.get(x.case, len(order)), x.case,
-                                     x.direction != "forward", x.size_label, x.variant))
+            rows.sort(key=lambda x: (style.rank("case", x.case),
+                                     style.rank("direction", x.direction), x.size_label,
+                                     x.variant))
             return run.run_id, rows
     return None, []
 
@@ -173,32 +160,11 @@ def _group(entries: list[ProfileEntry]) -> list[tuple[str, list[tuple[str, list[
     return [(c, list(dirs.items())) for c, dirs in cases.items()]
 
 
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    env.filters["md"] = md_escape
-    env.filters["ms"] = lambda v: "—" if v is None else f"{v:.3g}"
-    env.filters["count"] = lambda v: f"{v:,}"
-    return env
-
-
-def write_profiles_page(results_dir: Path, profiles_dir: Path, docs_dir: Path) -> Path:
-    """Render docs/benchmarks/profiles.md (and copy the traces it links); returns its path."""
-    page_dir = Path(docs_dir) / "benchmarks"
-    assets_dir = page_dir / ASSETS
-    entries, problems, written = collect_profiles(Path(profiles_dir), assets_dir)
-    if assets_dir.is_dir():
-        keep = {p.resolve() for p in written}
-        for stale in assets_dir.iterdir():
-            if stale.is_file() and stale.resolve() not in keep:
-                stale.unlink()
-    run_id, instructions = newest_instructions(Path(results_dir))
-    text = _env().get_template("profiles.md.j2").render(
-        groups=_group(entries), entries=entries, problems=problems, size_label=SIZE_LABEL,
-        variants=VARIANTS, top_n=TOP_N, profiles_dir=Path(profiles_dir).as_posix(),
-        instructions=instructions, instructions_run=run_id)
-    page_dir.mkdir(parents=True, exist_ok=True)
-    out = page_dir / PAGE
-    atomic_write_text(out, text)
-    return out
+def write_profiles_page(library: Library, profiles_dir: Path, site: Site) -> Path:
+    """Render profiles.md (and copy the traces it links); returns its path."""
+    entries, problems = collect_profiles(Path(profiles_dir), site, style=library.style)
+    run_id, instructions = newest_instructions(library)
+    return site.page(PAGE, "profiles.md.j2", groups=_group(entries), entries=entries,
+                     problems=problems, size_label=SIZE_LABEL, variants=VARIANTS, top_n=TOP_N,
+                     profiles_dir=Path(profiles_dir).as_posix(), instructions=instructions,
+                     instructions_run=run_id)

@@ -3,24 +3,31 @@
 Numbers are trimmed to the significant figures the samples support, as torch.utils.benchmark's
 Compare does (`bench_suite.stats.significant_figures`, with a floor of 2 figures), and one time
 unit is chosen per table from its smallest median. A mismatch (result over tolerance) is flagged
-in the row, never hidden.
+in the row, never hidden. A record's noise warnings (stats' rule, recomputed from its samples)
+put ⚠ in the noise column; its notes are facts, not noise, and are listed apart.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from bench_suite import stats
-from reportgen.charts import CASE_ORDER, DIRECTION_ORDER, SIZE_ORDER, VARIANT_ORDER, ordered
+from bench_suite.formatting import (
+    format_bytes,
+    format_ratio,
+    format_sigfig,
+    geometric_mean,
+    md_escape,
+    time_unit,
+)
+from reportgen.style import DEFAULT, Style
 
 BASELINE = "sigpy"
 MIN_SIGFIGS = 2
-NOISE_THRESHOLD = stats.IQR_WARN_THRESHOLD  # IQR / median above which torch warns
 
 
 @dataclass
@@ -46,63 +53,14 @@ class Table:
         return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------- number formatting
-
-
-def select_unit(t: float) -> tuple[str, float]:
-    """torch.utils.benchmark's rule: the unit that puts `t` in [1, 1000)."""
-    if not t or not math.isfinite(t) or t <= 0:
-        return "s", 1.0
-    unit = {-3: "ns", -2: "us", -1: "ms"}.get(int(math.log10(t) // 3), "s")
-    return unit, {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
-
-
-def trim_sigfig(x: float, n: int) -> float:
-    """Round `x` to `n` significant figures (3.14159, 2 -> 3.1)."""
-    if x == 0 or not math.isfinite(x):
-        return x
-    magnitude = math.ceil(math.log10(abs(x)))
-    scale = 10.0 ** (magnitude - n)
-    return round(x / scale) * scale
-
-
-def format_value(x: float, scale: float, sigfigs: int) -> str:
-    """`x` in the table's unit with `sigfigs` significant figures and no spurious zeros."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    v = trim_sigfig(x / scale, sigfigs)
-    digits = math.ceil(math.log10(abs(v))) if v else 1
-    decimals = max(sigfigs - digits, 0)
-    return f"{v:.{decimals}f}"
-
-
-def format_bytes(b: float) -> str:
-    if b is None or not math.isfinite(b):
-        return "—"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
-
-
-def format_ratio(r: float) -> str:
-    return "—" if r is None or not math.isfinite(r) else f"{r:.2f}×"
-
-
-def md_escape(text: str) -> str:
-    """Free text (reasons, warnings) safe inside Markdown: no raw HTML, no table breaks."""
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("|", "\\|").replace("*", "\\*").replace("_", "\\_").replace("\n", " "))
-
-
 # ----------------------------------------------------------------------------- per-case tables
 
 
-def _sorted(df: pd.DataFrame) -> pd.DataFrame:
+def _sorted(df: pd.DataFrame, style: Style) -> pd.DataFrame:
     keys = {
-        "size_label": {v: i for i, v in enumerate(ordered(df["size_label"], SIZE_ORDER))},
-        "direction": {v: i for i, v in enumerate(ordered(df["direction"], DIRECTION_ORDER))},
-        "variant": {v: i for i, v in enumerate(ordered(df["variant"], VARIANT_ORDER))},
+        "size_label": {v: i for i, v in enumerate(style.order("size", df["size_label"]))},
+        "direction": {v: i for i, v in enumerate(style.order("direction", df["direction"]))},
+        "variant": {v: i for i, v in enumerate(style.order("variant", df["variant"]))},
     }
     order = df.assign(**{f"_{k}": df[k].map(m) for k, m in keys.items()})
     return order.sort_values(["_size_label", "_direction", "num_threads", "_variant"]).drop(
@@ -119,23 +77,21 @@ def _status_cell(row: pd.Series) -> str:
 
 
 def _noise_cell(row: pd.Series) -> str:
+    """IQR / median, with ⚠ exactly when stats' noise rule warned about these samples."""
     if not (row["median"] > 0) or not math.isfinite(row["iqr"]):
         return ""
-    spread = row["iqr"] / row["median"]
-    text = f"{100 * spread:.0f}%"
-    if spread > NOISE_THRESHOLD or row["warnings"]:
-        text = f"⚠ {text}"
-    return text
+    text = f"{100 * row['iqr'] / row['median']:.0f}%"
+    return f"⚠ {text}" if row["warnings"] else text
 
 
-def case_table(df: pd.DataFrame, case: str) -> Table:
+def case_table(df: pd.DataFrame, case: str, style: Style = DEFAULT) -> Table:
     """One case on one machine and device: every size x direction x threads x variant."""
-    c = _sorted(df[df["case"] == case])
+    c = _sorted(df[df["case"] == case], style)
     timed = c[c["median"] > 0]
-    unit, scale = select_unit(float(timed["median"].min()) if not timed.empty else 1.0)
+    unit, scale = time_unit(float(timed["median"].min()) if not timed.empty else 1.0)
     headers = ["size", "direction", "threads", "variant", f"median ({unit})", f"IQR ({unit})",
-               f"95% CI ({unit})", "peak mem", "runs", "noise (IQR/median)", "rel. error (tol.)",
-               "status"]
+               f"{stats.CI_LEVEL * 100:g}% CI ({unit})", "peak mem", "runs", "noise (IQR/median)",
+               "rel. error (tol.)", "status"]
     rows, notes = [], []
     for _, r in c.iterrows():
         mismatch = r["status"] == "mismatch"
@@ -144,10 +100,10 @@ def case_table(df: pd.DataFrame, case: str) -> Table:
             # torch's estimate, but never one figure: "4000" for a median of 4.2 ms with a CI
             # of 4.1-4.5 ms reads as a contradiction.
             n = max(stats.significant_figures(r["times"]) if r["times"] else 2, MIN_SIGFIGS)
-            median = format_value(r["median"], scale, n)
-            iqr = format_value(r["iqr"], scale, 2) if math.isfinite(r["iqr"]) else "—"
-            ci = (f"{format_value(r['ci_low'], scale, n + 1)} – "
-                  f"{format_value(r['ci_high'], scale, n + 1)}"
+            median = format_sigfig(r["median"], scale, n)
+            iqr = format_sigfig(r["iqr"], scale, 2)
+            ci = (f"{format_sigfig(r['ci_low'], scale, n + 1)} – "
+                  f"{format_sigfig(r['ci_high'], scale, n + 1)}"
                   if math.isfinite(r["ci_low"]) and math.isfinite(r["ci_high"]) else "—")
         else:
             median = iqr = ci = "—"
@@ -160,13 +116,13 @@ def case_table(df: pd.DataFrame, case: str) -> Table:
         if r["warnings"]:
             notes.append(f"{r['size_label']} {r['direction']} {r['variant']} "
                          f"t{r['num_threads']}: {md_escape(r['warnings'])}")
-    return Table(title=case, headers=headers, rows=rows, unit=unit, notes=notes,
+    return Table(title=style.title(case), headers=headers, rows=rows, unit=unit, notes=notes,
                  flagged=bool((c["status"] != "ok").any()))
 
 
-def case_tables(df: pd.DataFrame) -> list[Table]:
+def case_tables(df: pd.DataFrame, style: Style = DEFAULT) -> list[Table]:
     """One table per case present in `df` (one machine and device)."""
-    return [case_table(df, case) for case in ordered(df["case"], CASE_ORDER)]
+    return [case_table(df, case, style) for case in style.order("case", df["case"])]
 
 
 # ----------------------------------------------------------------------------- speedups
@@ -191,11 +147,6 @@ def speedups(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     return merged
 
 
-def geomean(values: Sequence[float]) -> float:
-    v = np.asarray([x for x in values if x > 0 and math.isfinite(x)], dtype=float)
-    return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan
-
-
 def _speedup_cell(row: pd.Series | None, baseline: str) -> str:
     if row is None:
         return ""
@@ -208,7 +159,8 @@ def _speedup_cell(row: pd.Series | None, baseline: str) -> str:
     return format_ratio(row["speedup"])
 
 
-def speedup_table(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
+def speedup_table(df: pd.DataFrame, baseline: str = BASELINE,
+                  style: Style = DEFAULT) -> Table | None:
     """Rows case/direction/size, one column per variant, then the geometric mean.
 
     `df` holds one machine, device and thread setting; None when there is no baseline to divide.
@@ -216,14 +168,14 @@ def speedup_table(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
     s = speedups(df, baseline)
     if s.empty:
         return None
-    variants = ordered(s["variant"], VARIANT_ORDER)
+    variants = style.order("variant", s["variant"])
     headers = ["case", "direction", "size"] + [f"× {v}" for v in variants]
     rows = []
     cells_of = {key: {r["variant"]: r for _, r in g.iterrows()}
                 for key, g in s.groupby(["case", "direction", "size_label"])}
-    for case in ordered(s["case"], CASE_ORDER):
-        for direction in ordered(s["direction"], DIRECTION_ORDER):
-            for size in ordered(s["size_label"], SIZE_ORDER):
+    for case in style.order("case", s["case"]):
+        for direction in style.order("direction", s["direction"]):
+            for size in style.order("size", s["size_label"]):
                 by_variant = cells_of.get((case, direction, size))
                 if not by_variant:
                     continue
@@ -232,36 +184,39 @@ def speedup_table(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
     means = []
     for v in variants:
         vals = s[s["variant"] == v]["speedup"].dropna()
-        means.append(f"**{format_ratio(geomean(vals))}** (n={len(vals)})" if len(vals) else "—")
+        means.append(f"**{format_ratio(geometric_mean(vals))}** (n={len(vals)})"
+                     if len(vals) else "—")
     rows.append(["**geometric mean**", "", ""] + means)
     return Table(title=f"speedup over {baseline}", headers=headers, rows=rows,
                  notes=[f"{baseline} time / variant time: above 1× the variant is faster. "
                         "Only pairs where both results passed validation count."])
 
 
-def geomean_summary(df: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
+def geomean_summary(df: pd.DataFrame, baseline: str = BASELINE,
+                    style: Style = DEFAULT) -> list[str]:
     """`variant 1.23× (n=12)` per variant: geometric-mean speedup over the validated pairs."""
     s = speedups(df, baseline)
     s = s[s["speedup"].notna()]
-    return [f"{v} **{format_ratio(geomean(s[s['variant'] == v]['speedup']))}** "
+    return [f"{v} **{format_ratio(geometric_mean(s[s['variant'] == v]['speedup']))}** "
             f"(n={int((s['variant'] == v).sum())})"
-            for v in ordered(s["variant"], VARIANT_ORDER)]
+            for v in style.order("variant", s["variant"])]
 
 
-def headline(df: pd.DataFrame, baseline: str = BASELINE) -> Table | None:
+def headline(df: pd.DataFrame, baseline: str = BASELINE, style: Style = DEFAULT) -> Table | None:
     """Geometric-mean speedup over the baseline per machine, device and threads."""
     s = speedups(df, baseline)
     s = s[s["speedup"].notna()]
     if s.empty:
         return None
-    variants = ordered(s["variant"], VARIANT_ORDER)
+    variants = style.order("variant", s["variant"])
     headers = ["machine", "device", "threads"] + [f"× {v}" for v in variants]
     rows = []
     for (machine, device, threads), g in s.groupby(["machine", "device", "num_threads"]):
         cells = []
         for v in variants:
             vals = g[g["variant"] == v]["speedup"]
-            cells.append(f"{format_ratio(geomean(vals))} (n={len(vals)})" if len(vals) else "—")
+            cells.append(f"{format_ratio(geometric_mean(vals))} (n={len(vals)})"
+                         if len(vals) else "—")
         rows.append([str(machine), str(device), str(threads)] + cells)
     return Table(title="headline speedups", headers=headers, rows=rows,
                  notes=[f"Geometric mean over cases, directions and sizes of {baseline} time / "

@@ -1,4 +1,5 @@
-"""compare: verdicts on synthetic runs with known shifts, output formats and exit codes."""
+"""compare and its analysis: verdicts on synthetic runs with known shifts, output formats and
+exit codes."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench_suite import compare, results
-from bench_suite.compare import (
+from bench_suite import analysis, compare, results
+from bench_suite.analysis import (
     FASTER,
     GONE,
     NEW,
@@ -18,11 +19,9 @@ from bench_suite.compare import (
     SAME,
     SLOWER,
     STATUS_CHANGED,
-    compare_runs,
     judge,
-    main,
-    parse_threshold,
 )
+from bench_suite.compare import compare_runs, main, parse_threshold
 from bench_suite.results import Record, RunWriter
 
 
@@ -32,7 +31,8 @@ def make_record(case: str = "nufft2d", variant: str = "torchlinops", *, median: 
                 direction: str = "forward", threads: int = 1) -> Record:
     """A Record whose raw samples are `median` times log-normal noise of relative width `noise`."""
     rng = np.random.default_rng(seed)
-    times = (median * np.exp(noise * rng.standard_normal(n))).tolist() if status == "ok" else []
+    times = ((median * np.exp(noise * rng.standard_normal(n))).tolist()
+             if status in results.SAMPLED_STATUSES else [])
     return Record(case=case, direction=direction, size_label=size, variant=variant, device=device,
                   num_threads=threads, machine=machine, status=status, problem_size=64 * 64,
                   grid=[64, 64], times=times, num_runs=len(times),
@@ -73,7 +73,7 @@ def two_runs(tmp_path: Path) -> tuple[Path, Path]:
             write_run(tmp_path, new, sha="2222222bbb", date=dt.date(2025, 1, 2)))
 
 
-def verdicts(cmp: compare.Comparison) -> dict[tuple[str, str], str]:
+def verdicts(cmp: analysis.Comparison) -> dict[tuple[str, str], str]:
     return {(r.case, r.variant): r.verdict for r in cmp.rows}
 
 
@@ -104,15 +104,15 @@ def test_geomean_over_pairs_ok_in_both(two_runs):
 
 
 def test_threshold_hides_small_but_significant_change():
-    rng = np.random.default_rng(0)
-    old = (1e-3 * np.exp(0.001 * rng.standard_normal(200))).tolist()
-    new = (1.02e-3 * np.exp(0.001 * rng.standard_normal(200))).tolist()
+    old = make_record(median=1e-3, noise=0.001, n=200, seed=0)
+    new = make_record(median=1.02e-3, noise=0.001, n=200, seed=1)
     assert judge(old, new, threshold=0.05, alpha=0.01).verdict == SAME
     assert judge(old, new, threshold=0.01, alpha=0.01).verdict == SLOWER
 
 
 def test_all_tied_samples_are_no_change():
-    j = judge([1e-3] * 10, [1e-3] * 10, threshold=0.05, alpha=0.01)
+    old, new = make_record(n=10, noise=0.0), make_record(n=10, noise=0.0)
+    j = judge(old, new, threshold=0.05, alpha=0.01)
     assert j.verdict == SAME and j.p_value == 1.0 and j.ratio == 1.0
 
 
@@ -223,13 +223,26 @@ def test_corrupt_results_exits_2(tmp_path, two_runs, capsys):
     assert "not valid JSON" in err and "Traceback" not in err
 
 
-def test_different_schema_versions_exit_2(tmp_path, two_runs, capsys, monkeypatch):
-    monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
+def test_schema_1_run_compares_with_a_schema_2_run(two_runs):
+    """Schema-1 runs are migrated on load, so an old baseline still compares."""
+    before = verdicts(compare_runs(*two_runs))
+    old = two_runs[0]
+    meta = json.loads((old / results.METADATA_FILE).read_text()) | {"schema_version": 1}
+    recs = json.loads((old / results.RESULTS_FILE).read_text())
+    for r in recs:
+        for key in ("notes", "rounds", "hash_seed", "determinism", "extra_metrics"):
+            del r[key]
+    results.atomic_write_json(old / results.METADATA_FILE, meta)
+    results.atomic_write_json(old / results.RESULTS_FILE, recs)
+    assert verdicts(compare_runs(*two_runs)) == before
+
+
+def test_future_schema_version_exits_2(two_runs, capsys):
     meta_path = two_runs[1] / results.METADATA_FILE
-    meta = json.loads(meta_path.read_text())
-    results.atomic_write_json(meta_path, {**meta, "schema_version": 2})
+    meta = json.loads(meta_path.read_text()) | {"schema_version": results.SCHEMA_VERSION + 1}
+    results.atomic_write_json(meta_path, meta)
     assert main([str(p) for p in two_runs]) == 2
-    assert "schema_version" in capsys.readouterr().err
+    assert "newer than this linop-bench reads" in capsys.readouterr().err
 
 
 def test_empty_intersection_exits_2(tmp_path, capsys):
@@ -248,9 +261,63 @@ def test_run_without_records_exits_2(tmp_path, capsys):
 
 
 def test_too_few_samples_cannot_show_a_change(tmp_path, capsys):
-    assert not compare.can_reach(3, 3, 0.01) and compare.can_reach(10, 10, 0.01)
+    assert not analysis.can_reach(3, 3, 0.01) and analysis.can_reach(10, 10, 0.01)
     old = write_run(tmp_path, [make_record(n=3, seed=1)])
     new = write_run(tmp_path, [make_record(n=3, median=1.5e-3, seed=2)])
     assert main([str(old), str(new), "--fail-on-regression"]) == 0
     out = capsys.readouterr().out
     assert SAME in out and "too few samples" in out
+
+
+def test_json_output_is_valid_json_even_for_non_finite_numbers():
+    row = analysis.Row(case="c", direction="forward", size_label="small", variant="v",
+                       device="cpu", num_threads=1, machine="m", old_status="ok",
+                       new_status="ok", old_median=1e-3, new_median=float("inf"), n_old=5,
+                       n_new=5, ratio=float("inf"), p_value=float("nan"), verdict=SAME)
+    cmp = analysis.Comparison("a", "b", 0.05, 0.01, rows=[row])
+
+    def refuse(constant):
+        raise AssertionError(f"bare {constant} in JSON output")
+
+    data = json.loads(compare.format_json(cmp), parse_constant=refuse)
+    assert data["rows"][0]["ratio"] is None and data["rows"][0]["p_value"] is None
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"times": ["1", "2"]}, "times[0]"), ({"times": [float("nan")] * 3}, "times[0] is NaN"),
+    ({"times": [-1e-3] * 3}, "times[0] is -0.001"), ({"times": []}, "times is empty"),
+    ({"num_threads": "2"}, "num_threads is '2'"), ({"machine": None}, "machine is null"),
+])
+def test_bad_stored_record_is_one_line_exit_2(two_runs, capsys, change, field):
+    path = two_runs[1] / results.RESULTS_FILE
+    recs = json.loads(path.read_text())
+    recs[0].update(change)
+    path.write_text(json.dumps(recs))
+    for fmt in ("table", "json"):
+        assert main([*map(str, two_runs), "--format", fmt]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert "results.json: record 0" in captured.err and field in captured.err
+
+
+def test_duplicate_records_are_refused_not_last_wins(two_runs, capsys):
+    path = two_runs[1] / results.RESULTS_FILE
+    recs = json.loads(path.read_text())
+    path.write_text(json.dumps(recs + [dict(recs[0], times=[10.0] * 50)]))
+    assert main([str(p) for p in two_runs]) == 2
+    assert "repeats the identity of record 0" in capsys.readouterr().err
+
+
+def test_ok_to_nondeterministic_is_a_regression(tmp_path, capsys):
+    old = write_run(tmp_path, [make_record(seed=1)])
+    new = write_run(tmp_path, [make_record(seed=2, status="nondeterministic")])
+    assert main([str(old), str(new), "--fail-on-regression"]) == 1
+    assert "status ok -> nondeterministic" in capsys.readouterr().err
+
+
+def test_times_below_a_millisecond_are_in_microseconds(tmp_path, capsys):
+    old = write_run(tmp_path, [make_record(median=2.5e-4, seed=1)])
+    new = write_run(tmp_path, [make_record(median=2.5e-4, seed=2)])
+    main([str(old), str(new)])
+    out = capsys.readouterr().out
+    assert " µs" in out and " us " not in out

@@ -1,4 +1,5 @@
-"""The history page with 0, 1, 2 and many runs: files, markers and the latest-changes table."""
+"""The history page with 0, 1, 2 and many runs: files, markers, colours and the latest-changes
+table; and the pipeline's rule that only files it generated are ever deleted."""
 
 from __future__ import annotations
 
@@ -7,18 +8,36 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_rgba
 
 from bench_suite import results
-from bench_suite.compare import FASTER, SAME, SLOWER
-from bench_suite.results import Record, RunWriter
-from reportgen import history
-from reportgen.history import asset_name, group_runs, load_history, series, write_history_page
+from bench_suite.analysis import FASTER, SAME, SLOWER
+from bench_suite.results import Record, ResultsError, RunWriter
+from reportgen import charts, history
+from reportgen.__main__ import main
+from reportgen.history import asset_name, group_runs, history_runs, series
+from reportgen.load import load_library
+from reportgen.site import Site
+
+
+def write_history_page(results_dir: Path, docs: Path, skip_bad: bool = False) -> Path:
+    """The history page alone, through the pipeline's loader and output rules."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    site = Site(docs)
+    history.write_history_page(load_library(results_dir, skip_bad=skip_bad), site)
+    site.finish()
+    return docs / "benchmarks" / "history.md"
+
+
+def load_history(results_dir: Path) -> list:
+    return history_runs(load_library(results_dir))
 
 
 def record(variant: str, median: float, seed: int, *, case: str = "nufft2d",
            machine: str = "box-2c", device: str = "cpu", status: str = "ok") -> Record:
     rng = np.random.default_rng(seed)
-    times = (median * np.exp(0.01 * rng.standard_normal(30))).tolist() if status == "ok" else []
+    times = ((median * np.exp(0.01 * rng.standard_normal(30))).tolist()
+             if status in results.SAMPLED_STATUSES else [])
     return Record(case=case, direction="forward", size_label="small", variant=variant,
                   device=device, num_threads=1, machine=machine, status=status,
                   problem_size=4096, grid=[64, 64], times=times, num_runs=len(times))
@@ -41,7 +60,7 @@ def page_text(docs: Path) -> str:
 
 def svgs(docs: Path) -> list[str]:
     assets = docs / "benchmarks" / "assets"
-    return sorted(p.name for p in assets.glob("history-*.svg")) if assets.is_dir() else []
+    return sorted(p.relative_to(assets).as_posix() for p in assets.glob("history/*.svg"))
 
 
 def test_zero_runs(tmp_path):
@@ -64,8 +83,8 @@ def test_partial_runs_and_latest_copy_are_skipped(tmp_path):
     write_run(res, 1, [record("sigpy", 1e-3, 1)])
     write_run(res, 2, [record("sigpy", 2e-3, 2)], finish=False)  # interrupted
     assert (res / results.LATEST).is_dir()
-    runs, skipped = load_history(res)
-    assert [r.date for r in runs] == ["2025-03-01"] and skipped == []
+    runs = load_history(res)
+    assert [r.date for r in runs] == ["2025-03-01"]
 
 
 def test_two_runs_mark_the_slowdown(tmp_path):
@@ -86,7 +105,7 @@ def test_two_runs_mark_the_slowdown(tmp_path):
     changed = [line for line in text.splitlines() if line.startswith("| nufft2d")]
     assert len(changed) == 1 and "torchlinops" in changed[0] and "**slower**" in changed[0]
     assert "2 other measurement(s) show no significant change" in text
-    assert f"assets/{nufft_svg.name}" in text
+    assert f"assets/{asset_name('box-2c', 'cpu', 'nufft2d')}" in text
 
 
 def test_many_runs_markers_where_expected(tmp_path):
@@ -94,8 +113,8 @@ def test_many_runs_markers_where_expected(tmp_path):
     medians = [1.0e-3, 1.0e-3, 1.3e-3, 1.3e-3, 0.9e-3, 0.9e-3, 0.9e-3]
     for i, m in enumerate(medians):
         write_run(res, i + 1, [record("torchlinops", m, 10 + i), record("sigpy", 3e-3, 20 + i)])
-    runs, _ = load_history(res)
-    (group,) = group_runs(runs)
+    library = load_library(res)
+    (group,) = group_runs(history_runs(library), library.style)
     data = series(group, threshold=0.05, alpha=0.01)
     key = ("nufft2d", "forward", "small", "torchlinops", 1)
     assert [p.verdict for p in data[key]] == [SAME, SAME, SLOWER, SAME, FASTER, SAME, SAME]
@@ -121,8 +140,9 @@ def test_machines_and_devices_are_grouped(tmp_path):
                                                         device="cuda")])
     write_run(res, 2, [record("sigpy", 1e-3, 3)])
     write_run(res, 3, [record("sigpy", 1.5e-3, 4)])
-    runs, _ = load_history(res)
-    groups = {(g.machine, g.device): len(g.runs) for g in group_runs(runs)}
+    library = load_library(res)
+    groups = {(g.machine, g.device): len(g.runs)
+              for g in group_runs(history_runs(library), library.style)}
     assert groups == {("box-2c", "cpu"): 3, ("gpu-box", "cuda"): 1}
     write_history_page(res, docs)
     text = page_text(docs)
@@ -135,24 +155,76 @@ def test_machines_and_devices_are_grouped(tmp_path):
 
 def test_status_change_is_listed_and_stale_charts_removed(tmp_path):
     res, docs = tmp_path / "results", tmp_path / "docs"
-    stale = docs / "benchmarks" / "assets" / "history-old-box-cpu-nufft2d.svg"
-    stale.parent.mkdir(parents=True)
-    stale.write_text("<svg/>")
-    other = stale.parent / "nufft2d-scaling.svg"  # someone else's chart: left alone
-    other.write_text("<svg/>")
     write_run(res, 1, [record("sigpy", 1e-3, 1), record("finufft", 1e-3, 2)])
     write_run(res, 2, [record("sigpy", 1e-3, 3), record("finufft", 1e-3, 4, status="mismatch")])
+    old_box = write_run(res, 3, [record("sigpy", 1e-3, 5, machine="old-box")])
+    write_run(res, 4, [record("sigpy", 1e-3, 6, machine="old-box")])
     write_history_page(res, docs)
-    assert not stale.exists() and other.exists()
-    assert "status changed: ok -> mismatch" in page_text(docs)
+    stale = docs / "benchmarks" / "assets" / asset_name("old-box", "cpu", "nufft2d")
+    assert stale.is_file()
+    foreign = stale.parent / "history-notes.svg"  # someone else's file: left alone
+    foreign.write_text("<svg/>")
+    for run in (old_box, res / "2025-03-04-04cafe0"):
+        for f in run.iterdir():
+            f.unlink()
+        run.rmdir()
+    write_history_page(res, docs)
+    assert not stale.exists() and foreign.exists()
+    assert "status changed: ok -&gt; mismatch" in page_text(docs)
 
 
-def test_unreadable_run_is_reported_not_fatal(tmp_path):
+def test_unreadable_run_is_an_error_or_skipped_with_skip_bad(tmp_path):
     res, docs = tmp_path / "results", tmp_path / "docs"
     write_run(res, 1, [record("sigpy", 1e-3, 1)])
-    bad = write_run(res, 2, [record("sigpy", 1e-3, 2)])
+    write_run(res, 2, [record("sigpy", 1e-3, 2)])
+    bad = write_run(res, 3, [record("sigpy", 1e-3, 3)])
     (bad / results.RESULTS_FILE).write_text("[{oops")
-    write_history_page(res, docs)
+    with pytest.raises(ResultsError, match="not valid JSON"):
+        write_history_page(res, docs)
+    write_history_page(res, docs, skip_bad=True)
     text = page_text(docs)
     assert bad.name in text and "could not be read" in text
-    assert history.load_history(res)[1][0].startswith(bad.name)
+    assert f"| {bad.name} |" not in text  # not in the table of runs
+    assert "2 runs, from" in text
+
+
+def test_a_machine_named_history_keeps_its_device_charts(tmp_path, capsys):
+    """The history page used to delete every assets/history-*.svg it had not drawn itself,
+    taking the CPU charts of a machine labelled `history-lab` (and anyone's file named so)."""
+    res, docs = tmp_path / "results", tmp_path / "docs"
+    write_run(res, 1, [record("sigpy", 1e-3, 1, machine="history-lab"),
+                       record("torchlinops", 5e-4, 2, machine="history-lab")])
+    foreign = docs / "benchmarks" / "assets" / "history-notes.svg"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text("<svg/>")
+    assert main(["--results-dir", str(res), "--docs-dir", str(docs)]) == 0
+    cpu = (docs / "benchmarks" / "cpu.md").read_text()
+    images = [line.split("](")[1].rstrip(")") for line in cpu.splitlines()
+              if line.startswith("![")]
+    assert any("history-lab-cpu-bars" in i for i in images)
+    assert all((docs / "benchmarks" / i).is_file() for i in images), images
+    assert foreign.read_text() == "<svg/>"
+
+
+def test_history_and_cpu_pages_use_the_same_colour_per_variant(tmp_path):
+    """History coloured lines by sorted position, so sigpy and torchlinops swapped colours
+    between the history and the CPU pages."""
+    res = tmp_path / "results"
+    variants = ("torchlinops", "torchlinops-linop", "sigpy", "finufft", "torchkbnufft")
+    for day in (1, 2):
+        write_run(res, day, [record(v, 1e-3 * (i + 1), 10 * day + i)
+                             for i, v in enumerate(variants)])
+    library = load_library(res)
+    (group,) = group_runs(history_runs(library), library.style)
+    fig = history.chart_case(group, "nufft2d", series(group, 0.05, 0.01), library.style)
+    history_colours = {line.get_label(): line.get_color() for line in fig.axes[0].lines}
+    bars = charts.bar_chart(library.frame[library.frame["size_label"] == "small"],
+                            style=library.style)
+    legend = bars.axes[0].get_legend()
+    cpu_colours = {t.get_text(): h.get_facecolor()
+                   for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)
+                   if t.get_text() in variants}
+    assert set(history_colours) == set(variants)
+    for v in variants:
+        assert to_rgba(history_colours[v]) == cpu_colours[v], v
+    assert history_colours["torchlinops"] == "#1f77b4" and history_colours["sigpy"] == "#ff7f0e"

@@ -1,22 +1,22 @@
-"""ProfilerOptions parsing, the batch_range state machine, outputs and load_profile."""
+"""ProfilerOptions parsing, the batch_range state machine, outputs, and the profile file format."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import subprocess
 import sys
 
 import pytest
 import torch
 
-from bench_suite import profiler as profmod
+from bench_suite.profile_format import ProfileData, load_profile, trim_chrome_trace
 from bench_suite.profiler import (
     DEFAULTS,
     Profiler,
     ProfilerError,
     ProfilerOptions,
     get_profiler,
-    load_profile,
 )
 
 # ----------------------------------------------------------------------------- options
@@ -270,9 +270,9 @@ def test_load_profile_rejects_foreign_files(tmp_path):
 
 
 def test_gzip_output_is_reproducible(tmp_path):
-    data = profmod.ProfileData(rows=[{"name": "a", "thread": 1, "kind": "op", "start_us": 0.0,
-                                      "end_us": 1.0, "cpu_us": 1.0, "self_cpu_us": 1.0,
-                                      "device_us": 0.0, "self_device_us": 0.0}])
+    data = ProfileData(rows=[{"name": "a", "thread": 1, "kind": "op", "start_us": 0.0,
+                              "end_us": 1.0, "cpu_us": 1.0, "self_cpu_us": 1.0,
+                              "device_us": 0.0, "self_device_us": 0.0}])
     a, b = data.save(tmp_path / "a.json.gz"), data.save(tmp_path / "b.json.gz")
     assert a.read_bytes() == b.read_bytes()
 
@@ -292,7 +292,7 @@ def test_trim_chrome_trace_in_place(recorded, tmp_path):
     out, _ = recorded
     copy = tmp_path / "trace.json"
     copy.write_text((out / "trace.json").read_text())
-    kept, of = profmod.trim_chrome_trace(copy, 5)
+    kept, of = trim_chrome_trace(copy, 5)
     events = json.loads(copy.read_text())["traceEvents"]
     timed = [e for e in events if e.get("ph") != "M"]
     assert kept == 5 == len(timed) and of > 5
@@ -305,3 +305,11 @@ def test_digest_is_json_ready(recorded):
     assert json.loads(json.dumps(digest)) == digest
     assert digest["steps"] == 4 and len(digest["top_ops"]) == 3
     assert len(digest["call_us"]) == 1 and digest["call_us"][0] > 0
+
+
+def test_profile_format_and_the_report_do_not_import_torch():
+    code = ("import sys, bench_suite.profile_format, reportgen.profiles, reportgen.__main__; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert out.strip() == "False"

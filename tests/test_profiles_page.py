@@ -7,9 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from bench_suite.profiler import ProfileData
+from bench_suite.profile_format import ProfileData
 from bench_suite.results import Record, RunWriter
-from reportgen.profiles import write_profiles_page
+from reportgen import profiles as profiles_page
+from reportgen.load import load_library
+from reportgen.site import Site
+
+
+def write_profiles_page(results: Path, profiles: Path, docs: Path) -> Path:
+    """The profiles page alone, through the pipeline's loader and output rules."""
+    results.mkdir(parents=True, exist_ok=True)
+    site = Site(docs)
+    page = profiles_page.write_profiles_page(load_library(results), profiles, site)
+    site.finish()
+    return page
 
 
 def _row(name, start, end, self_us, kind="op"):
@@ -70,17 +81,19 @@ def test_profiles_are_tabled_and_traces_copied(tmp_path):
                 "nufft2d-forward-small-torchlinops-cpu.trace.json.gz").exists()
 
 
-def test_stale_assets_are_removed(tmp_path):
+def test_stale_assets_are_removed_and_foreign_files_kept(tmp_path):
     profiles, docs = tmp_path / "profiles", tmp_path / "docs"
     gone = _profile(profiles, case="interp2d")
     write_profiles_page(tmp_path / "r", profiles, docs)
     copied = docs / "benchmarks/assets/profiles/interp2d-forward-medium-torchlinops-cpu.ops.txt"
     assert copied.exists()
+    foreign = copied.parent / "my-notes.txt"  # not written by the report: never deleted
+    foreign.write_text("mine")
     for f in gone.iterdir():
         f.unlink()
     gone.rmdir()
     write_profiles_page(tmp_path / "r", profiles, docs)
-    assert not copied.exists()
+    assert not copied.exists() and foreign.read_text() == "mine"
 
 
 def test_unreadable_profile_is_reported_not_fatal(tmp_path):

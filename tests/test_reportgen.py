@@ -21,7 +21,8 @@ import build_fixtures as fx  # noqa: E402
 
 from reportgen import charts, tables  # noqa: E402
 from reportgen.__main__ import main  # noqa: E402
-from reportgen.load import COLUMNS, load_results  # noqa: E402
+from reportgen.load import COLUMNS, load_library  # noqa: E402
+from reportgen.style import DEFAULT as STYLE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +37,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_default_selection_is_newest_finished_run_per_machine_and_device(tmp_path):
     fx.write_all(tmp_path)
-    result = load_results(tmp_path)
+    result = load_library(tmp_path)
     frame = result.frame
     chosen = frame.groupby(["machine", "device"])["run_id"].unique().to_dict()
     # ci-box: the failures run is newer than the full run; the partial run is newer still but
@@ -48,16 +49,17 @@ def test_default_selection_is_newest_finished_run_per_machine_and_device(tmp_pat
         ("laptop", "cpu"): ["2026-01-13-ddddddd"],
     }
     assert any("2026-01-20-eeeeeee" in n and "partial" in n for n in result.notes)
-    assert "2026-01-10-aaaaaaa" not in {r.run_id for r in result.runs}
+    assert "2026-01-10-aaaaaaa" not in {r.run_id for r in result.shown}
+    assert len(result.runs) == 5  # every run is read (once), shown or not
 
 
 def test_run_option_overrides_selection_and_flags_partial(tmp_path):
     fx.write_all(tmp_path)
-    result = load_results(tmp_path, ["2026-01-20-eeeeeee"])
+    result = load_library(tmp_path, ["2026-01-20-eeeeeee"])
     assert set(result.frame["run_id"]) == {"2026-01-20-eeeeeee"}
     assert any("partial" in n and "--run" in n for n in result.notes)
     # both measured ci-box/cpu: the later --run wins, and the report says so
-    result = load_results(tmp_path, ["2026-01-20-eeeeeee", "2026-01-10-aaaaaaa"])
+    result = load_library(tmp_path, ["2026-01-20-eeeeeee", "2026-01-10-aaaaaaa"])
     assert set(result.frame["run_id"]) == {"2026-01-10-aaaaaaa"}
     assert any("instead of 2026-01-20-eeeeeee" in n for n in result.notes)
 
@@ -67,13 +69,13 @@ def test_latest_copy_is_used_when_its_archive_is_gone(tmp_path):
     import shutil
 
     shutil.rmtree(run)
-    result = load_results(tmp_path)
+    result = load_library(tmp_path)
     assert set(result.frame["run_id"]) == {"2026-01-11-bbbbbbb"}
 
 
 def test_frame_has_tidy_columns_and_statistics_from_raw_times(tmp_path):
     fx.single_size_run(tmp_path)
-    frame = load_results(tmp_path).frame
+    frame = load_library(tmp_path).frame
     assert list(frame.columns) == COLUMNS
     assert len(frame) == len(json.loads(
         (tmp_path / "2026-01-13-ddddddd" / "results.json").read_text()))
@@ -85,15 +87,6 @@ def test_frame_has_tidy_columns_and_statistics_from_raw_times(tmp_path):
 
 
 # ----------------------------------------------------------------------------- tables
-
-
-def test_trim_significant_figures_and_unit_choice():
-    assert tables.trim_sigfig(3.14159, 2) == pytest.approx(3.1)
-    assert tables.format_value(123.456e-6, 1e-6, 3) == "123"
-    assert tables.format_value(1.23456e-3, 1e-3, 2) == "1.2"
-    assert tables.select_unit(2.5e-4) == ("us", 1e-6)
-    assert tables.select_unit(0.02) == ("ms", 1e-3)
-    assert tables.select_unit(3.0) == ("s", 1.0)
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -124,9 +117,9 @@ def test_speedup_is_sigpy_over_variant_with_geometric_mean_and_mismatch_excluded
 
 def test_case_table_flags_mismatch_and_noise(tmp_path):
     fx.failures_run(tmp_path)
-    frame = load_results(tmp_path).frame
+    frame = load_library(tmp_path).frame
     interp2d = tables.case_table(frame, "interp2d")
-    assert interp2d.unit == "us"
+    assert interp2d.unit == "µs"
     assert any("MISMATCH" in " ".join(row) for row in interp2d.rows)
     interp3d = tables.case_table(frame, "interp3d")
     assert any("⚠" in row[9] for row in interp3d.rows if row[0] == "medium")
@@ -146,7 +139,7 @@ def _bar_colours(fig) -> set[tuple]:
 
 def test_bar_chart_labels_missing_bars_in_place_and_keeps_colours(tmp_path):
     fx.failures_run(tmp_path)
-    frame = load_results(tmp_path).frame
+    frame = load_library(tmp_path).frame
     small = frame[frame["size_label"] == "small"]
     fig = charts.bar_chart(small)
     texts = [t.get_text() for t in fig.axes[0].texts]
@@ -154,7 +147,7 @@ def test_bar_chart_labels_missing_bars_in_place_and_keeps_colours(tmp_path):
     assert texts.count("mismatch") == 1
     colours = _bar_colours(fig)
     for variant in ("torchlinops", "torchlinops-linop", "sigpy", "finufft", "torchkbnufft"):
-        assert to_rgba(charts.VARIANT_COLOURS[variant]) in colours
+        assert to_rgba(STYLE.colour(variant)) in colours
     assert fig.axes[0].get_yscale() == "log"
     with pytest.raises(ValueError, match="one size_label"):
         charts.bar_chart(frame)
@@ -162,14 +155,14 @@ def test_bar_chart_labels_missing_bars_in_place_and_keeps_colours(tmp_path):
 
 def test_scaling_chart_one_subplot_per_case_solid_forward_dashed_adjoint(tmp_path):
     fx.full_run(tmp_path, latest=False)
-    frame = load_results(tmp_path).frame
+    frame = load_library(tmp_path).frame
     fig = charts.scaling_chart(frame[frame["num_threads"] == 1])
     titled = [ax for ax in fig.axes if ax.get_title()]
-    assert [ax.get_title() for ax in titled] == list(charts.CASE_ORDER)
+    assert [ax.get_title() for ax in titled] == list(STYLE.cases)
     nufft = titled[0]
     styles = {(line.get_color(), line.get_linestyle()) for line in nufft.lines}
-    assert (charts.VARIANT_COLOURS["sigpy"], "-") in styles
-    assert (charts.VARIANT_COLOURS["sigpy"], "--") in styles
+    assert (STYLE.colour("sigpy"), "-") in styles
+    assert (STYLE.colour("sigpy"), "--") in styles
     assert nufft.get_xscale() == "log" and nufft.get_yscale() == "log"
     assert len(nufft.collections) == 10  # one IQR band per variant x direction
     memory = charts.scaling_chart(frame[frame["num_threads"] == 1], metric="memory")
@@ -259,6 +252,7 @@ def test_stale_charts_removed_and_foreign_files_kept(tmp_path):
 
 def test_no_results_writes_pages_that_say_how_to_make_some(tmp_path, capsys):
     docs = tmp_path / "docs"
+    (tmp_path / "nothing").mkdir()
     assert _generate(tmp_path / "nothing", docs) == 0
     err = capsys.readouterr().err
     assert "no results" in err and "just bench-cpu" in err
@@ -271,37 +265,81 @@ def test_no_results_writes_pages_that_say_how_to_make_some(tmp_path, capsys):
 # ----------------------------------------------------------------------------- bad inputs
 
 
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(change(data) or data))
+
+
+# How to break one run, and a fragment the one-line error must contain.
+BREAKAGES = {
+    "no-metadata": (lambda run: ((run.parent / "2026-03-01-stray").mkdir(),
+                                 (run.parent / "2026-03-01-stray" / "results.json").write_text(
+                                     "[]")),
+                    "2026-03-01-stray: not a run directory (no metadata.json)"),
+    "unknown-status": (lambda run: _edit_json(run / "results.json",
+                                              lambda d: d[3].update(status="exploded")),
+                       "record 3 (nufft2d/forward/medium/finufft/cpu): status is 'exploded'"),
+    "future-schema": (lambda run: _edit_json(run / "metadata.json",
+                                             lambda m: m.update(schema_version=99)),
+                      "schema_version 99 is newer"),
+    "schema-version-bool": (lambda run: _edit_json(run / "metadata.json",
+                                                   lambda m: m.update(schema_version=True)),
+                            "metadata.json: schema_version is true, expected an integer"),
+    "started-at-int": (lambda run: _edit_json(run / "metadata.json",
+                                              lambda m: m.update(started_at=5)),
+                       "metadata.json: started_at is 5"),
+    "partial-string": (lambda run: _edit_json(run / "metadata.json",
+                                              lambda m: m.update(partial="false")),
+                       "metadata.json: partial is 'false', expected a boolean"),
+    "not-json": (lambda run: (run / "results.json").write_text("{ this is not json"),
+                 "results.json: not valid JSON"),
+    "not-utf8": (lambda run: (run / "results.json").write_bytes(
+        (run / "results.json").read_bytes().replace(b"laptop", b"lap\xfftop", 1)),
+                 "results.json: not UTF-8 text (byte 0xff"),
+    "missing-results": (lambda run: (run / "results.json").unlink(),
+                        "results.json: missing, but metadata.json says the run finished"),
+    "bad-type": (lambda run: _edit_json(run / "results.json",
+                                        lambda d: d[0].update(median="fast")),
+                 "median is 'fast'"),
+    "times-strings": (lambda run: _edit_json(run / "results.json",
+                                             lambda d: d[0].update(times=["1", "2"])),
+                      "record 0 (nufft2d/forward/medium/torchlinops/cpu): times[0] is '1'"),
+    "times-nan": (lambda run: (run / "results.json").write_text(
+        (run / "results.json").read_text().replace('"times": [', '"times": [NaN, ', 1)),
+                  "times[0] is NaN"),
+    "times-infinite": (lambda run: _edit_json(run / "results.json",
+                                              lambda d: d[0].update(times=[1e999])),
+                       "times[0] is Infinity"),
+    "times-negative": (lambda run: _edit_json(run / "results.json",
+                                              lambda d: d[0].update(times=[-1e-3, 1e-3])),
+                       "times[0] is -0.001, expected a number > 0"),
+    "times-zero": (lambda run: _edit_json(run / "results.json",
+                                          lambda d: d[0].update(times=[0, 0, 0])),
+                   "times[0] is 0"),
+    "ok-without-samples": (lambda run: _edit_json(run / "results.json",
+                                                  lambda d: d[0].update(times=[])),
+                           "times is empty, but a 'ok' record must carry its raw samples"),
+    "grid-null": (lambda run: _edit_json(run / "results.json", lambda d: d[0].update(grid=None)),
+                  "grid is null"),
+    "machine-null": (lambda run: _edit_json(run / "results.json",
+                                            lambda d: d[0].update(machine=None)),
+                     "machine is null"),
+    "threads-string": (lambda run: _edit_json(run / "results.json",
+                                              lambda d: d[0].update(num_threads="2")),
+                       "num_threads is '2'"),
+    "duplicate": (lambda run: _edit_json(run / "results.json", lambda d: d + [d[0]]),
+                  "repeats the identity of record 0"),
+}
+
+
 def _corrupt(results: Path, how: str) -> str:
     """Break one run in `results` and return a fragment the error line must contain."""
-    run = fx.single_size_run(results)
-    if how == "no-metadata":
-        bad = results / "2026-03-01-stray"
-        bad.mkdir()
-        (bad / "results.json").write_text("[]")
-        return "2026-03-01-stray: not a run directory (no metadata.json)"
-    if how == "unknown-status":
-        data = json.loads((run / "results.json").read_text())
-        data[3]["status"] = "exploded"
-        (run / "results.json").write_text(json.dumps(data))
-        return "unknown status 'exploded'"
-    if how == "future-schema":
-        meta = json.loads((run / "metadata.json").read_text())
-        meta["schema_version"] = 99
-        (run / "metadata.json").write_text(json.dumps(meta))
-        return "schema_version 99 is newer"
-    if how == "not-json":
-        (run / "results.json").write_text("{ this is not json")
-        return "results.json: not valid JSON"
-    if how == "bad-type":
-        data = json.loads((run / "results.json").read_text())
-        data[0]["median"] = "fast"
-        (run / "results.json").write_text(json.dumps(data))
-        return "median is 'fast'"
-    raise AssertionError(how)
+    breakage, expected = BREAKAGES[how]
+    breakage(fx.single_size_run(results))
+    return expected
 
 
-@pytest.mark.parametrize("how", ["no-metadata", "unknown-status", "future-schema", "not-json",
-                                 "bad-type"])
+@pytest.mark.parametrize("how", ["no-metadata", "not-json", "times-nan"])
 def test_bad_input_is_one_line_and_nonzero_exit(tmp_path, how):
     results = tmp_path / "results"
     expected = _corrupt(results, how)
@@ -311,6 +349,30 @@ def test_bad_input_is_one_line_and_nonzero_exit(tmp_path, how):
     assert len(lines) == 1 and lines[0].startswith("reportgen: error: ")
     assert expected in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "docs").exists()
+
+
+@pytest.mark.parametrize("how", sorted(BREAKAGES))
+def test_every_bad_run_is_refused_before_any_page_is_written(tmp_path, capsys, how):
+    results, docs = tmp_path / "results", tmp_path / "docs"
+    expected = _corrupt(results, how)
+    assert _generate(results, docs) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("reportgen: error: ") and "\n" not in err
+    assert expected in err, err
+    assert not docs.exists()
+
+
+def test_missing_results_dir_is_an_error_and_pages_are_untouched(tmp_path, capsys):
+    results, docs = tmp_path / "results", tmp_path / "docs"
+    fx.single_size_run(results)
+    assert _generate(results, docs) == 0
+    before = {p: p.read_bytes() for p in docs.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert _generate(tmp_path / "typo", docs) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"reportgen: error: {tmp_path / 'typo'}: no such directory (--results-dir " \
+                  "must name the results store)"
+    assert {p: p.read_bytes() for p in docs.rglob("*") if p.is_file()} == before
 
 
 def test_skip_bad_continues_and_lists_what_it_skipped(tmp_path, capsys):
@@ -329,3 +391,135 @@ def test_unknown_run_name_is_one_line(tmp_path):
                    "--run", "no-such-run")
     assert proc.returncode == 2 and "no-such-run: no such run" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- one pipeline
+
+
+def test_each_run_file_is_read_once_per_build(tmp_path, monkeypatch):
+    """One loader for every page: the result pages, history and profiles share the runs."""
+    import builtins
+    import io
+
+    results, docs = tmp_path / "results", tmp_path / "docs"
+    fx.write_all(results)  # five runs, and latest/ (a copy of an archived run)
+    opened: dict[Path, int] = {}
+    real_open = io.open
+
+    def counting_open(file, *args, **kwargs):
+        path = Path(file) if isinstance(file, (str, Path)) else None
+        if path is not None and results in path.resolve().parents:
+            opened[path.resolve()] = opened.get(path.resolve(), 0) + 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting_open)
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr("reportgen.charts.render_charts", lambda *a, **k: [])  # speed only
+    assert _generate(results, docs) == 0
+    runs = [p for p in results.iterdir() if p.name != "latest"]
+    expected = {(run / name).resolve(): 1 for run in runs
+                for name in ("metadata.json", "results.json")}
+    expected[(results / "latest" / "metadata.json").resolve()] = 1  # is its archive here? yes
+    assert opened == expected
+
+
+def test_committed_run_shows_notes_as_notes_not_noise(monkeypatch, tmp_path):
+    """The sigpy note filled 30 of the overview's 69 'noisy measurements' and put ⚠ in the noise
+    column of quiet records; the committed schema-1 run is migrated, so it is a note now."""
+    monkeypatch.setattr("reportgen.charts.render_charts", lambda *a, **k: [])
+    docs = tmp_path / "docs"
+    assert _generate(ROOT / "benchmarks" / "results", docs, "--profiles-dir",
+                     str(tmp_path / "none")) == 0
+    index = (docs / "benchmarks" / "index.md").read_text()
+    noisy_box, _, rest = index.partition('!!! warning "40 noisy measurement(s)"')[2].partition(
+        "!!! note")
+    assert noisy_box and "single-threaded" not in noisy_box
+    assert "Interquartile range" in noisy_box
+    assert rest.startswith(' "Notes on the measurements"') and "sigpy is single-threaded" in rest
+    cpu = (docs / "benchmarks" / "cpu.md").read_text()
+    assert '!!! note "Notes on these measurements"' in cpu
+    assert "- sigpy: sigpy is single-threaded on the CPU" in cpu
+    library = load_library(ROOT / "benchmarks" / "results")
+    quiet_sigpy = library.frame[(library.frame["variant"] == "sigpy")
+                                & (library.frame["num_threads"] == 2)
+                                & (library.frame["warnings"] == "")]
+    assert len(quiet_sigpy) > 10  # quiet records with the note: no ⚠ for them
+    table = tables.case_table(library.frame, "nufft2d")
+    for row in table.rows:
+        if row[3] == "sigpy" and row[2] == "2":
+            rec = library.frame[(library.frame["case"] == "nufft2d")
+                                & (library.frame["size_label"] == row[0])
+                                & (library.frame["direction"] == row[1])
+                                & (library.frame["variant"] == "sigpy")
+                                & (library.frame["num_threads"] == 2)].iloc[0]
+            assert row[9].startswith("⚠") == bool(rec["warnings"]), row
+
+
+def test_statistics_come_from_the_samples_not_the_stored_cache(tmp_path):
+    run = fx.single_size_run(tmp_path)
+    def overwrite_cache(records):
+        for r in records:
+            r.update(median=123.0, ci_low=1.0, ci_high=999.0, iqr=50.0, warnings=[])
+
+    _edit_json(run / "results.json", overwrite_cache)
+    row = load_library(tmp_path).frame.iloc[0]
+    assert row["median"] == pytest.approx(float(np.median(row["times"])))
+    assert row["ci_low"] <= row["median"] <= row["ci_high"] < 1.0
+
+
+def test_ci_level_shown_is_stats_ci_level(tmp_path, monkeypatch):
+    from bench_suite import stats
+    from reportgen.site import environment
+
+    monkeypatch.setattr(stats, "CI_LEVEL", 0.9)
+    fx.single_size_run(tmp_path)
+    table = tables.case_table(load_library(tmp_path).frame, "nufft2d")
+    assert "90% CI (µs)" in table.headers or "90% CI (ms)" in table.headers
+    assert environment().globals["ci_level"] == "90%"
+    templates = (ROOT / "reportgen" / "templates").glob("*.j2")
+    assert not any("95" in t.read_text() for t in templates)
+
+
+def test_names_order_and_colours_come_from_the_run_catalogue(tmp_path):
+    run = fx.single_size_run(tmp_path)
+    catalogue = {
+        "cases": [{"id": "interp2d", "title": "Interpolation 2-D"},
+                  {"id": "nufft2d", "title": "NUFFT 2-D",
+                   "directions": [{"id": "adjoint", "title": "Adjoint"},
+                                  {"id": "forward", "title": "Forward"}]}],
+        "variants": [{"id": "sigpy", "title": "SigPy", "colour": "#123456"},
+                     {"id": "torchlinops", "title": "torchlinops", "colour": "#abcdef"}],
+        "size_order": ["medium"], "device_order": ["cpu"]}
+    _edit_json(run / "metadata.json", lambda m: m.update(catalogue=catalogue))
+    library = load_library(tmp_path)
+    style = library.style
+    assert style.order("case", ["nufft2d", "blocks3d", "interp2d"]) == [
+        "interp2d", "nufft2d", "blocks3d"]
+    assert style.order("direction", ["forward", "adjoint"]) == ["adjoint", "forward"]
+    assert style.order("variant", ["torchlinops-linop", "torchlinops", "sigpy"]) == [
+        "sigpy", "torchlinops", "torchlinops-linop"]
+    assert style.colour("sigpy") == "#123456" and style.title("nufft2d") == "NUFFT 2-D"
+    assert style.colour("torchlinops-linop") == "#7fb8e6"  # not in the catalogue: the default
+    fig = charts.bar_chart(library.frame, style=style)
+    assert to_rgba("#123456") in _bar_colours(fig) and to_rgba("#abcdef") in _bar_colours(fig)
+    assert tables.case_table(library.frame, "nufft2d", style).title == "NUFFT 2-D"
+
+
+def test_skip_bad_skips_a_bad_run_on_every_page(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("reportgen.charts.render_charts", lambda *a, **k: [])
+    results, docs = tmp_path / "results", tmp_path / "docs"
+    fx.single_size_run(results)
+    fx.single_size_run(results, run_id="2026-01-14-fffffff",
+                       started_at="2026-01-14T08:00:00+00:00", seed=5)
+    bad = fx.single_size_run(results, run_id="2026-01-15-0000000",
+                             started_at="2026-01-15T08:00:00+00:00", seed=6)
+    _edit_json(bad / "results.json", lambda d: d[0].update(times=[-1.0]))
+    assert _generate(results, docs) == 2 and not docs.exists()
+    capsys.readouterr()
+    assert _generate(results, docs, "--skip-bad") == 0
+    assert "reportgen: skipped:" in capsys.readouterr().err
+    history = (docs / "benchmarks" / "history.md").read_text()
+    assert "could not be read" in history and "2026-01-15-0000000" in history
+    assert "| 2026-01-15-0000000 |" not in history and "2 runs, from" in history
+    cpu = (docs / "benchmarks" / "cpu.md").read_text()
+    assert "2026-01-14-fffffff" in cpu and "2026-01-15-0000000" not in cpu

@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import sitebuild  # noqa: E402
 
 PAGES = ["index.html", "benchmarks/index.html", "benchmarks/cpu/index.html",
-         "benchmarks/gpu/index.html", "benchmarks/methodology/index.html"]
+         "benchmarks/gpu/index.html", "benchmarks/history/index.html",
+         "benchmarks/profiles/index.html", "benchmarks/methodology/index.html"]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,230 @@
+"""Analysis of stored records, apart from how it is shown: statistics from the raw samples, and
+two runs side by side with the one significance rule.
+
+`judge` is the only place that decides whether a measurement changed; `linop-bench compare` and
+the history page both call it, so a marker on a chart and a row in `compare` cannot disagree.
+A change counts only when it is both statistically significant (Mann-Whitney U, two-sided,
+p < alpha) and large enough to matter (|new/old - 1| >= threshold). The rank test makes no
+normality assumption, which suits timing samples with their long right tails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench_suite import stats
+from bench_suite.formatting import geometric_mean
+from bench_suite.results import IDENTITY_FIELDS, Record
+
+FASTER = "faster"
+SLOWER = "slower"
+SAME = "no significant change"
+NEW = "new"
+GONE = "gone"
+STATUS_CHANGED = "status changed"
+NOT_MEASURED = "not measured"  # the same non-ok status in both runs: nothing to compare
+VERDICTS = (FASTER, SLOWER, SAME, NEW, GONE, STATUS_CHANGED, NOT_MEASURED)
+
+# A record that was ok and now fails or disagrees with the reference is a correctness regression.
+BROKEN_STATUSES = ("mismatch", "nondeterministic", "failed")
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def with_statistics(rec: Record) -> Record:
+    """The record with median, mean, IQR, CI, num_runs and noise warnings computed from its raw
+    samples by `bench_suite.stats`: what a record stores of them is a cache, never trusted."""
+    if not rec.times:
+        return dataclasses.replace(rec, median=None, mean=None, iqr=None, ci_low=None,
+                                   ci_high=None, num_runs=0, warnings=[])
+    summary = stats.summarize(rec.times)
+    return dataclasses.replace(rec, **summary, warnings=stats.noise_warnings(rec.times))
+
+
+# ----------------------------------------------------------------------------- plain data
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The outcome of comparing two sets of samples of the same measurement."""
+
+    old_median: float | None
+    new_median: float | None
+    ratio: float | None  # new / old: above 1 is slower
+    p_value: float | None
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One identity present in either run, with both sides and the verdict."""
+
+    case: str
+    direction: str
+    size_label: str
+    variant: str
+    device: str
+    num_threads: int
+    machine: str
+    old_status: str | None
+    new_status: str | None
+    old_median: float | None
+    new_median: float | None
+    n_old: int
+    n_new: int
+    ratio: float | None
+    p_value: float | None
+    verdict: str
+
+    def name(self) -> str:
+        """A one-line name for messages: case/direction/size/variant on device, threads, machine."""
+        return (f"{self.case}/{self.direction}/{self.size_label}/{self.variant} "
+                f"[{self.device}, {self.num_threads} thread(s), {self.machine}]")
+
+
+@dataclass(frozen=True)
+class GeoMean:
+    """Geometric mean of new/old over the pairs ok in both runs, for one machine and device."""
+
+    machine: str
+    device: str
+    ratio: float
+    count: int
+
+
+@dataclass
+class Comparison:
+    """Everything a comparison found; formatting and exit codes are decided from this alone."""
+
+    old_run: str
+    new_run: str
+    threshold: float
+    alpha: float
+    rows: list[Row] = field(default_factory=list)
+    geomeans: list[GeoMean] = field(default_factory=list)
+    old_sha: str | None = None
+    new_sha: str | None = None
+
+    def regressions(self) -> list[Row]:
+        """Significant slowdowns beyond the threshold, and ok records that now fail or mismatch."""
+        return [r for r in self.rows if r.verdict == SLOWER or is_broken(r)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_broken(row: Row) -> bool:
+    return row.old_status == "ok" and row.new_status in BROKEN_STATUSES
+
+
+# ----------------------------------------------------------------------------- the rule
+
+
+def _median(samples: Sequence[float]) -> float | None:
+    return stats.median(samples) if len(samples) else None
+
+
+def mann_whitney_p(old: Sequence[float], new: Sequence[float]) -> float | None:
+    """Two-sided Mann-Whitney U p-value; None when a side has no samples, 1.0 when undefined."""
+    if not old or not new:
+        return None
+    p = stats.mann_whitney(old, new)
+    # All samples tied: the test has nothing to rank, which is "no evidence of a change".
+    return 1.0 if math.isnan(p) else p
+
+
+def can_reach(n_old: int, n_new: int, alpha: float) -> bool:
+    """Whether the rank test could give p < alpha at all with this many samples.
+
+    The smallest two-sided exact p-value is 2 / C(n_old + n_new, n_old), reached when the two
+    samples do not overlap; with 3 samples a side it is 0.1, so such a pair never shows a change.
+    """
+    return n_old > 0 and n_new > 0 and 2 / math.comb(n_old + n_new, n_old) < alpha
+
+
+def judge(old: Record, new: Record, threshold: float, alpha: float) -> Judgement:
+    """The single significance rule, on two records of the same measurement: significant
+    (p < alpha on the raw samples) and large (|new/old - 1| >= threshold)."""
+    old_times, new_times = list(old.times), list(new.times)
+    old_m, new_m = _median(old_times), _median(new_times)
+    if old_m is None or new_m is None or old_m <= 0:
+        return Judgement(old_m, new_m, None, None, SAME)
+    ratio = new_m / old_m
+    p = mann_whitney_p(old_times, new_times)
+    if p is None or p >= alpha or abs(ratio - 1.0) < threshold:
+        return Judgement(old_m, new_m, ratio, p, SAME)
+    return Judgement(old_m, new_m, ratio, p, SLOWER if ratio > 1.0 else FASTER)
+
+
+# ----------------------------------------------------------------------------- two runs
+
+
+def _ok_samples(rec: Record | None) -> list[float]:
+    return list(rec.times) if rec is not None and rec.status == "ok" else []
+
+
+def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha: float) -> Row:
+    """One Row for an identity seen in the old run, the new run, or both."""
+    ref = new if new is not None else old
+    if ref is None:
+        raise ValueError("compare_pair needs at least one record")
+    ident = {f: getattr(ref, f) for f in IDENTITY_FIELDS}
+    old_t, new_t = _ok_samples(old), _ok_samples(new)
+    if old is None:
+        j = Judgement(None, _median(new_t), None, None, NEW)
+    elif new is None:
+        j = Judgement(_median(old_t), None, None, None, GONE)
+    elif old.status != new.status:
+        j = Judgement(_median(old_t), _median(new_t), None, None, STATUS_CHANGED)
+    elif old.status != "ok":
+        j = Judgement(None, None, None, None, NOT_MEASURED)
+    else:
+        j = judge(old, new, threshold, alpha)
+    return Row(
+        **ident,
+        old_status=old.status if old is not None else None,
+        new_status=new.status if new is not None else None,
+        old_median=j.old_median,
+        new_median=j.new_median,
+        n_old=len(old_t),
+        n_new=len(new_t),
+        ratio=j.ratio,
+        p_value=j.p_value,
+        verdict=j.verdict,
+    )
+
+
+def geometric_means(rows: Iterable[Row]) -> list[GeoMean]:
+    """Per machine and device, the geometric mean of new/old over pairs ok in both runs."""
+    ratios: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r.ratio is not None and r.ratio > 0 and r.old_status == r.new_status == "ok":
+            ratios.setdefault((r.machine, r.device), []).append(r.ratio)
+    return [GeoMean(m, d, geometric_mean(v), len(v)) for (m, d), v in sorted(ratios.items())]
+
+
+def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: float = 0.05,
+                    alpha: float = 0.01) -> tuple[list[Row], list[GeoMean]]:
+    """Match records by identity and judge each pair; the shared core of compare and history.
+
+    Rows are sorted by machine, device, case, direction, size (smallest problem first), variant
+    and threads, so the order comes from the data rather than from a list of size names.
+    """
+    old_by = {r.key(): r for r in old}
+    new_by = {r.key(): r for r in new}
+    size_rank = {(r.case, r.size_label): r.problem_size
+                 for r in (*old_by.values(), *new_by.values())}
+
+    def order(row: Row) -> tuple:
+        return (row.machine, row.device, row.case, row.direction,
+                size_rank[row.case, row.size_label], row.size_label, row.variant, row.num_threads)
+
+    keys = list(old_by) + [k for k in new_by if k not in old_by]
+    rows = sorted((compare_pair(old_by.get(k), new_by.get(k), threshold, alpha) for k in keys),
+                  key=order)
+    return rows, geometric_means(rows)
