@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench_suite import guard, runner
-from bench_suite.results import Record, RunWriter, now_iso
+from bench_suite.results import Record, ResultsError, RunWriter, check_record, now_iso
 from bench_suite.runner import PlanItem, RunSettings
 from bench_suite.worker import WARM_CASES_ENV, Job, JobOutcome, WorkerPool
 
@@ -187,6 +187,10 @@ class Executor:
         if self.pool is None:
             rec = self._in_process(kind, item)
             rec.hash_seed = _own_hash_seed()
+            try:
+                check_record(rec, source="measurement")
+            except ResultsError as e:
+                rec = failed_record(item, self.settings.machine, f"invalid record: {e}")
             return rec, time.perf_counter() - started
         seed = self.orch.hash_seed if hash_seed is None else hash_seed
         outcome: JobOutcome = self.pool.run(self.job(kind, item, round_index), seed,
@@ -194,7 +198,11 @@ class Executor:
         if outcome.record is None:
             return failed_record(item, self.settings.machine, outcome.failure or "no record"), \
                 outcome.seconds
-        return Record.from_dict(outcome.record, source="worker"), outcome.seconds
+        try:
+            return Record.from_dict(outcome.record, source="worker"), outcome.seconds
+        except ResultsError as e:
+            return failed_record(item, self.settings.machine, f"invalid record: {e}"), \
+                outcome.seconds
 
     def _in_process(self, kind: str, item: PlanItem) -> Record:
         if kind == "measure":

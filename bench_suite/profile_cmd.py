@@ -140,7 +140,8 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     import torch
 
     from bench_suite.cases.base import VariantUnavailable
-    from bench_suite.profiler import Profiler, ProfilerOptions, trim_chrome_trace
+    from bench_suite.profile_format import trim_chrome_trace
+    from bench_suite.profiler import Profiler, ProfilerOptions
 
     out = Path(args.out) if args.out else default_out_dir(
         case.id, args.direction, args.size, variant.id, args.device)

@@ -47,8 +47,6 @@ from bench_suite.profile_format import (
     STEP_PREFIX,
     ProfileData,
     is_annotation,
-    load_profile,  # noqa: F401 - re-exported for callers of the recording side
-    trim_chrome_trace,  # noqa: F401 - re-exported for callers of the recording side
 )
 
 STATES = ("CPU", "GPU", "All")

@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench_suite import stats
-from bench_suite.cases.base import Case, Prepared, Size, Variant, VariantUnavailable
+from bench_suite.cases.base import (
+    Case,
+    Prepared,
+    Size,
+    Validation,
+    Variant,
+    VariantUnavailable,
+)
 from bench_suite.results import Record
 
 
@@ -192,6 +200,18 @@ def _prepare(item: PlanItem, settings: RunSettings, rec: Record) -> Prepared | N
     return prep
 
 
+def _record_validation(rec: Record, check: Validation) -> bool:
+    """Store the validation in `rec`; False (and a failed record) when the output cannot be
+    compared at all: a wrong shape or non-finite values give an infinite or NaN error."""
+    if not math.isfinite(float(check.rel_error)):
+        rec.reason = (f"output cannot be compared with {check.reference}: wrong shape or "
+                      f"non-finite values (relative error {float(check.rel_error)})")
+        return False
+    rec.rel_error, rec.tolerance, rec.reference = (float(check.rel_error),
+                                                  float(check.tolerance), check.reference)
+    return True
+
+
 def _check_in_process(prep: Prepared, first_error: float, tolerance: float) -> float | None:
     """Validate a second time in this process; the difference of the two errors (a lower bound
     of the difference of the two outputs) when it exceeds the tolerance, else None."""
@@ -213,8 +233,8 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
         return rec, 0.0
     try:
         check = prep.validate()
-        rec.rel_error, rec.tolerance, rec.reference = (float(check.rel_error),
-                                                      float(check.tolerance), check.reference)
+        if not _record_validation(rec, check):
+            return rec, 0.0
         repeat_diff = None
         if item.size.label == "small":
             repeat_diff = _check_in_process(prep, rec.rel_error, rec.tolerance)
@@ -329,9 +349,8 @@ def validate_only(item: PlanItem, settings: RunSettings, output_path: str | None
     except Exception as e:  # noqa: BLE001
         rec.reason = f"validation failed: {_one_line(e)}"
         return rec
-    rec.rel_error, rec.tolerance, rec.reference = (float(check.rel_error),
-                                                  float(check.tolerance), check.reference)
-    rec.status = "ok" if check.ok else "mismatch"
+    if _record_validation(rec, check):
+        rec.status = "ok" if check.ok else "mismatch"
     return rec
 
 

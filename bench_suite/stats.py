@@ -8,7 +8,8 @@ median / IQR equal the ones `Compare` shows for the same samples.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,19 +56,140 @@ def median_ci(times: Sequence[float], level: float = CI_LEVEL) -> tuple[float, f
     use a normal approximation. Below 6 samples no k reaches 95%; the interval is then [min, max]
     (coverage 1 - 2^(1-n), e.g. 94% for 5 samples, 0 for 1), the widest the data can support.
     """
-    from scipy.stats import binom
-
     a = np.sort(_array(times))
     n = a.size
     alpha = (1.0 - level) / 2.0
-    # k - 1 = the largest j with P(B <= j) <= alpha; ppf gives the smallest j with cdf >= alpha.
-    j = int(binom.ppf(alpha, n, 0.5))
-    if binom.cdf(j, n, 0.5) > alpha:
-        j -= 1
-    k = j + 1  # 1-based rank of the lower bound
+    k = _largest_j_with_cdf_at_most(alpha, n) + 1  # 1-based rank of the lower bound
     if k < 1:
         return float(a[0]), float(a[-1])
     return float(a[k - 1]), float(a[n - k])
+
+
+def _binom_half_cdf(j: int, n: int) -> float:
+    """P(B <= j) for B ~ Binomial(n, 1/2), through the regularised incomplete beta function
+    (scipy.special: a far lighter import than scipy.stats, which every report load would pay)."""
+    from scipy.special import betainc
+
+    if j < 0:
+        return 0.0
+    if j >= n:
+        return 1.0
+    return float(betainc(n - j, j + 1, 0.5))
+
+
+def _largest_j_with_cdf_at_most(alpha: float, n: int) -> int:
+    """The largest j in [-1, n] with P(B <= j) <= alpha (bisection: the cdf grows with j)."""
+    lo, hi = -1, n  # cdf(lo) = 0 <= alpha; cdf(hi) = 1 > alpha for alpha < 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _binom_half_cdf(mid, n) <= alpha:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def quartiles(times: Sequence[float]) -> tuple[float, float]:
+    """First and third quartile (linear interpolation, as `iqr`): the ends of IQR whiskers."""
+    q1, q3 = np.percentile(_array(times), [25, 75])
+    return float(q1), float(q3)
+
+
+# ----------------------------------------------------------------------------- rounds
+
+
+def round_medians(rounds: Sequence[Sequence[float]]) -> list[float]:
+    """The median of each non-empty round."""
+    return [median(r) for r in rounds if len(r)]
+
+
+def round_spread(rounds: Sequence[Sequence[float]]) -> float | None:
+    """(max - min) / median of the round medians: how far apart the rounds landed."""
+    meds = round_medians(rounds)
+    if len(meds) < 2:
+        return None
+    mid = float(np.median(meds))
+    return (max(meds) - min(meds)) / mid if mid > 0 else None
+
+
+def log_round_variance(rounds: Sequence[Sequence[float]]) -> tuple[float, int] | None:
+    """Sample variance of log(round median) and its degrees of freedom (None below 2 rounds)."""
+    meds = [m for m in round_medians(rounds) if m > 0]
+    if len(meds) < 2:
+        return None
+    logs = np.log(meds)
+    return float(np.var(logs, ddof=1)), len(logs) - 1
+
+
+@dataclass(frozen=True)
+class RoundNoise:
+    """What varies without any change, in the runs being compared (see round_shift_p).
+
+    `variance` is the typical variance of log round medians within a record (with `df` degrees
+    of freedom as a prior); `between_runs` the extra variance of a record's log median from one
+    run to the next that rounds cannot see (state shared by all rounds of a run), estimated from
+    the scatter of all records' old/new ratios.
+    """
+
+    variance: float
+    df: float
+    between_runs: float = 0.0
+
+
+PRIOR_DF = 10.0
+
+
+def round_noise(all_rounds: Iterable[Sequence[Sequence[float]]],
+                log_ratios: Sequence[float] = (), rounds_per_side: float = 0.0,
+                df: float = PRIOR_DF) -> RoundNoise | None:
+    """The median per-record variance of log round medians over records with >= 2 rounds, and,
+    from `log_ratios` (log new/old median of every matched record), the between-run variance:
+    the robust variance of the ratios around their median (1.4826 MAD, so records that really
+    changed do not count) less what the rounds already explain."""
+    variances = [v for v in (log_round_variance(r) for r in all_rounds) if v is not None]
+    if not variances:
+        return None
+    within = float(np.median([v for v, _ in variances]))
+    between = 0.0
+    if len(log_ratios) >= 10 and rounds_per_side > 0:
+        r = np.asarray(log_ratios, dtype=float)
+        scatter = (1.4826 * float(np.median(np.abs(r - np.median(r))))) ** 2
+        between = max(scatter - 2 * within / rounds_per_side, 0.0)
+    return RoundNoise(within, df, between)
+
+
+def round_shift_p(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],
+                  noise: RoundNoise | None = None) -> float | None:
+    """Two-sided p-value that the log round medians of `new` differ from those of `old`.
+
+    The unit of evidence is a round (a fresh process at another moment), not a sample: samples
+    of one round share the machine state, so treating them as independent makes every small
+    drift "significant". With two or three rounds a side a plain t-test has almost no power, so
+    the variance is moderated (as limma does): the record's own between-round variance is pooled
+    with the run-wide `noise` as `noise.df` extra degrees of freedom; the between-run variance
+    that no round can see is added to the difference's variance. None below 2 rounds a side
+    without a prior.
+    """
+    from scipy.special import stdtr
+
+    lo = np.log([m for m in round_medians(old_rounds) if m > 0])
+    ln = np.log([m for m in round_medians(new_rounds) if m > 0])
+    if lo.size == 0 or ln.size == 0:
+        return None
+    ss = float(np.sum((lo - lo.mean()) ** 2) + np.sum((ln - ln.mean()) ** 2))
+    df = lo.size + ln.size - 2
+    if noise is not None:
+        ss += noise.df * noise.variance
+        df += noise.df
+    if df <= 0:
+        return None
+    se = math.sqrt(ss / df * (1 / lo.size + 1 / ln.size)
+                   + (noise.between_runs if noise is not None else 0.0))
+    diff = float(ln.mean() - lo.mean())
+    if se == 0:
+        return 1.0 if diff == 0 else 0.0
+    t = abs(diff) / se
+    return float(2 * stdtr(df, -t))
 
 
 def significant_figures(times: Sequence[float]) -> int:

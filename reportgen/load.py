@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from bench_suite import stats
 from bench_suite.analysis import with_statistics
 from bench_suite.results import (
     LATEST,
@@ -216,8 +216,7 @@ def _quartiles(times: Sequence[float]) -> tuple[float, float]:
     """First and third quartile of the per-call times: the ends of the IQR whiskers."""
     if not times:
         return math.nan, math.nan
-    q1, q3 = np.percentile(np.asarray(times, dtype=float), [25, 75])
-    return float(q1), float(q3)
+    return stats.quartiles(times)
 
 
 def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame:

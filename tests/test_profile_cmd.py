@@ -18,7 +18,7 @@ from bench_suite.cases.base import (
     Variant,
     VariantUnavailable,
 )
-from bench_suite.profiler import load_profile
+from bench_suite.profile_format import load_profile
 
 CALLS: dict[str, int] = {}
 

@@ -17,7 +17,7 @@ from bench_suite import orchestrate, results, runner, worker
 
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))
-import worker_doubles  # noqa: E402  (registers the "doubles" case in this process too)
+import worker_doubles  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,9 @@ def worker_environment():
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGINS),
                                                              saved["PYTHONPATH"]]))
     os.environ[worker.PLUGINS_ENV] = "worker_doubles"
+    worker_doubles.register()
     yield
+    worker_doubles.unregister()
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
@@ -92,7 +94,7 @@ def test_host_peak_memory_comes_from_a_process_of_its_own(doubles_run):
     assert "own process" in recs["allocates"].peak_mem_note
 
 
-def test_round_order_is_seeded():
+def test_round_order_is_seeded(worker_environment):
     case = worker_doubles.CASE
     items = runner.plan([case], None, ["small"], None, ["cpu"], [1])
     orders = {seed: [[i.variant.id for i in orchestrate.round_order(items, seed, r)]

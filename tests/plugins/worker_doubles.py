@@ -1,5 +1,6 @@
 """Test doubles for worker processes: a case whose variants crash, hang, exit, depend on the hash
-seed or allocate memory. Imported by the test and, through LINOP_BENCH_PLUGINS, by every worker.
+seed or allocate memory. Registered by the tests' fixtures and, through LINOP_BENCH_PLUGINS, by
+every worker.
 """
 
 from __future__ import annotations
@@ -63,4 +64,18 @@ VARIANTS = tuple(Variant(v, ("cpu",)) for v in
                  ("good", "segfault", "hang", "exits", "hashseed", "allocates"))
 CASE = Case(id=CASE_ID, title="Worker doubles", sizes=(Size("small", (N,), N),),
             variants=VARIANTS, prepare=prepare, directions=("forward",))
-CASES[CASE_ID] = CASE
+
+
+def register() -> None:
+    CASES[CASE_ID] = CASE
+
+
+def unregister() -> None:
+    CASES.pop(CASE_ID, None)
+
+
+# A worker (or a run started with the plugin) imports this module to get the case; a test
+# process registers it only for the tests that need it (fixtures), so other tests see the
+# real catalogue alone.
+if "worker_doubles" in os.environ.get("LINOP_BENCH_PLUGINS", ""):
+    register()

@@ -1,0 +1,75 @@
+"""The round-aware significance rule (analysis.judge) on synthetic runs with a known truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench_suite import analysis, stats
+from bench_suite.results import Record
+
+ROUNDS, SAMPLES, RECORDS = 3, 30, 100
+
+
+def synthetic_run(rng: np.random.Generator, truth: np.ndarray, drift_sd: float,
+                  round_sd: float, factor: float = 1.0) -> list[Record]:
+    """Records whose rounds share a per-run drift and a per-round offset; samples within a
+    round are right-skewed around the round's level, as timings are."""
+    records = []
+    for i, m in enumerate(truth):
+        drift = rng.normal(0, drift_sd)
+        rounds = []
+        for _ in range(ROUNDS):
+            level = m * factor * np.exp(drift + rng.normal(0, round_sd))
+            rounds.append(list(level * (1 + np.abs(rng.normal(0, 0.05, SAMPLES)))))
+        times = [t for r in rounds for t in r]
+        records.append(Record(case="c", direction="forward", size_label="small",
+                              variant=f"v{i}", device="cpu", num_threads=1, machine="m",
+                              status="ok", problem_size=1, grid=[1], times=times,
+                              rounds=rounds))
+    return records
+
+
+def verdicts(old: list[Record], new: list[Record]) -> list[str]:
+    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
+    return [r.verdict for r in rows]
+
+
+def test_no_false_alarm_on_aa_runs_with_drift_between_runs():
+    rng = np.random.default_rng(1)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
+    a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    assert verdicts(a, b).count(analysis.SAME) == RECORDS
+    # Raw samples tested as if independent (the rule before rounds) call most of these pairs
+    # different: samples within one process are not independent evidence.
+    within = [analysis.mann_whitney_p(x.times, y.times) for x, y in zip(a, b, strict=True)]
+    assert sum(p < 0.01 for p in within) > RECORDS / 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_ten_percent_slowdown_is_detected(seed):
+    rng = np.random.default_rng(100 + seed)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
+    a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015, factor=1.10)
+    found = verdicts(a, b).count(analysis.SLOWER)
+    assert found >= 0.9 * RECORDS
+
+
+def test_round_shift_p_pools_the_prior_and_needs_two_rounds_without_one():
+    one = [[1.0, 1.1]]
+    assert stats.round_shift_p(one, one) is None
+    noise = stats.RoundNoise(variance=0.02**2, df=4)
+    assert stats.round_shift_p(one, [[1.3, 1.4]], noise) < 0.01
+    same = [[1.0], [1.02], [0.99]]
+    assert stats.round_shift_p(same, same, noise) == pytest.approx(1.0)
+
+
+def test_single_round_records_keep_the_within_run_test():
+    old = Record(case="c", direction="f", size_label="s", variant="v", device="cpu",
+                 num_threads=1, machine="m", status="ok", problem_size=1, grid=[1],
+                 times=[1.0] * 10 + [1.01] * 10)
+    new = Record(**{**old.__dict__, "times": [2.0] * 20})
+    j = analysis.judge(old, new, 0.05, 0.01)
+    assert j.verdict == analysis.SLOWER and j.p_value < 0.01
