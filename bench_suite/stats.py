@@ -146,10 +146,15 @@ def round_noise(all_rounds: Iterable[Sequence[Sequence[float]]],
     from `log_ratios` (log new/old median of every matched record), the between-run variance:
     the robust variance of the ratios around their median (1.4826 MAD, so records that really
     changed do not count) less what the rounds already explain."""
+    from scipy.special import chdtri
+
     variances = [v for v in (log_round_variance(r) for r in all_rounds) if v is not None]
     if not variances:
         return None
-    within = float(np.median([v for v, _ in variances]))
+    # The median of variances with k degrees of freedom is chdtri(k, 0.5) / k of their mean (0.69
+    # for k = 2): divided by that, the robust median estimates the typical variance unbiased.
+    k = float(np.median([d for _, d in variances]))
+    within = float(np.median([v for v, _ in variances])) / (float(chdtri(k, 0.5)) / k)
     between = 0.0
     if len(log_ratios) >= 10 and rounds_per_side > 0:
         r = np.asarray(log_ratios, dtype=float)

