@@ -55,6 +55,43 @@ def with_statistics(rec: Record) -> Record:
     return dataclasses.replace(rec, **summary, warnings=stats.noise_warnings(rec.times))
 
 
+THREAD_ANOMALY_RATIO = 1.5  # all-threads median this much slower than 1 thread: say so
+
+
+def thread_anomaly_notes(records: Sequence[Record],
+                         reference_speedup: dict[str, float] | None = None) -> dict[tuple, str]:
+    """Notes for records that are much slower with more threads than with one, keyed by record
+    key. With the run's reference op scaling (guard.thread_scaling) the note says what the
+    machine itself gives, so a reader can tell the machine from the library."""
+    single = {(r.case, r.direction, r.size_label, r.variant, r.device, r.machine): r
+              for r in records if r.num_threads == 1 and r.times}
+    notes = {}
+    for r in records:
+        one = single.get((r.case, r.direction, r.size_label, r.variant, r.device, r.machine))
+        if r.num_threads <= 1 or one is None or not r.times:
+            continue
+        ratio = stats.median(r.times) / stats.median(one.times)
+        if ratio <= THREAD_ANOMALY_RATIO:
+            continue
+        text = (f"{ratio:.1f}x slower with {r.num_threads} threads than with 1 "
+                f"({r.case} {r.direction} {r.size_label})")
+        speedup = (reference_speedup or {}).get(str(r.num_threads))
+        if speedup:
+            text += (f"; this machine's reference matmul runs {speedup:.2f}x as fast with "
+                     f"{r.num_threads} threads, so the slowdown is the library's threading here "
+                     f"(see Findings)")
+        notes[r.key()] = text
+    return notes
+
+
+def with_thread_notes(records: Sequence[Record],
+                      reference_speedup: dict[str, float] | None = None) -> list[Record]:
+    """`records`, those with a thread anomaly carrying its note (derived on load, not stored)."""
+    notes = thread_anomaly_notes(records, reference_speedup)
+    return [dataclasses.replace(r, notes=[*r.notes, notes[r.key()]]) if r.key() in notes else r
+            for r in records]
+
+
 # ----------------------------------------------------------------------------- plain data
 
 

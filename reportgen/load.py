@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench_suite import stats
-from bench_suite.analysis import with_statistics
+from bench_suite.analysis import with_statistics, with_thread_notes
 from bench_suite.results import (
     LATEST,
     METADATA_FILE,
@@ -102,8 +102,9 @@ def read_run(path: Path, source: str = ARCHIVE, meta: RunMetadata | None = None)
     """Read and check one run directory (its records only, when `meta` was read already);
     raises ResultsError naming the file and field."""
     meta = meta if meta is not None else load_metadata(path)
-    records = read_records(path, meta)
-    return Run(Path(path), meta, [with_statistics(r) for r in records], source)
+    records = [with_statistics(r) for r in read_records(path, meta)]
+    scaling = ((meta.guard or {}).get("reference_scaling") or {}).get("speedup")
+    return Run(Path(path), meta, with_thread_notes(records, scaling), source)
 
 
 def _by_age(run: Run) -> tuple[str, str]:

@@ -1,0 +1,149 @@
+"""A/A reproducibility: two complete runs of the same commit, back to back, compared.
+
+Prints the share of records whose medians agree within +-2 / 5 / 10 %, the worst pair, the number
+of significant verdicts `compare` gives (every one is a false alarm: nothing changed), and the
+power of that rule: a slowdown injected into one record of the second run (all its rounds scaled,
+as a real slowdown would scale them) must be found.
+
+    python benchmarks/reproducibility.py                       # two quick runs, then the report
+    python benchmarks/reproducibility.py --case nufft2d,interp2d --size small,medium --preset full
+    python benchmarks/reproducibility.py --runs RUN_A RUN_B    # analyse two existing runs
+
+Targets (issue "Numbers that reproduce"): >= 95 % of records within +-5 %, no significant verdict
+at the default threshold and alpha, an injected 10 % slowdown detected in >= 9 of 10 tries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench_suite import analysis
+from bench_suite.results import Record, ResultsError, list_runs, load_run
+
+TARGET_WITHIN_5 = 0.95
+TARGET_DETECTIONS = 0.9
+
+
+def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
+    """One complete run of this commit through the real CLI; (run directory, wall seconds)."""
+    before = set(list_runs(results_dir))
+    cmd = [sys.executable, "-m", "bench_suite", "run", "--preset", args.preset, "--threads",
+           args.threads, "--results-dir", str(results_dir), "--machine", "aa", "--no-progress"]
+    for flag in ("case", "size", "direction", "variant"):
+        value = getattr(args, flag)
+        if value:
+            cmd += [f"--{flag}", value]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+        sys.exit(f"reproducibility: the run failed (exit {done.returncode}): {tail[0]}")
+    (new,) = set(list_runs(results_dir)) - before
+    return new, wall
+
+
+def ok_records(run_dir: Path) -> dict[tuple, Record]:
+    try:
+        _, records = load_run(run_dir)
+    except ResultsError as e:
+        sys.exit(f"reproducibility: {e}")
+    return {r.key(): analysis.with_statistics(r) for r in records if r.status == "ok"}
+
+
+def with_slowdown(rec: Record, factor: float) -> Record:
+    rounds = [[t * factor for t in r] for r in rec.rounds]
+    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+
+
+def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namespace) -> bool:
+    keys = [k for k in a if k in b]
+    if not keys:
+        sys.exit("reproducibility: the two runs have no ok record in common")
+    ratios = np.array([b[k].median / a[k].median for k in keys])
+    dev = np.abs(ratios - 1.0)
+    print(f"records ok in both runs: {len(keys)}")
+    for limit in (0.02, 0.05, 0.10):
+        print(f"  medians within +-{limit:.0%}: {np.mean(dev <= limit):6.1%} "
+              f"({int(np.sum(dev <= limit))} of {len(keys)})")
+    worst = keys[int(np.argmax(dev))]
+    w_a, w_b = a[worst], b[worst]
+    print(f"  worst pair: {' '.join(map(str, worst[:6]))}: {w_a.median * 1e6:.1f} us vs "
+          f"{w_b.median * 1e6:.1f} us ({ratios[int(np.argmax(dev))]:.3f}x)")
+
+    rows, _ = analysis.compare_records(list(a.values()), list(b.values()), args.threshold,
+                                       args.alpha)
+    alarms = [r for r in rows if r.verdict in (analysis.FASTER, analysis.SLOWER)]
+    print(f"significant verdicts (threshold {args.threshold:.0%}, alpha {args.alpha:g}): "
+          f"{len(alarms)} of {len(rows)}")
+    for r in alarms:
+        print(f"  false alarm: {r.name()}: {r.ratio:.3f}x, p = {r.p_value:.2g}")
+
+    rng = np.random.default_rng(args.seed)
+    picks = rng.choice(len(keys), size=min(args.tries, len(keys)), replace=False)
+    found = 0
+    for i in picks:
+        key = keys[int(i)]
+        slowed = {**b, key: with_slowdown(b[key], 1.0 + args.slowdown)}
+        rows, _ = analysis.compare_records(list(a.values()), list(slowed.values()),
+                                           args.threshold, args.alpha)
+        row = next(r for r in rows if (r.case, r.direction, r.size_label, r.variant, r.device,
+                                       r.num_threads, r.machine) == key)
+        hit = row.verdict == analysis.SLOWER
+        found += hit
+        print(f"  injected +{args.slowdown:.0%} into {' '.join(map(str, key[:6]))}: "
+              f"{'detected' if hit else 'missed'} ({row.ratio:.3f}x, p = {row.p_value:.2g})")
+    print(f"injected slowdowns detected: {found} of {len(picks)}")
+
+    within5 = float(np.mean(dev <= 0.05))
+    checks = [(f">= {TARGET_WITHIN_5:.0%} within +-5 %", within5 >= TARGET_WITHIN_5),
+              ("no false significant verdict", not alarms),
+              (f">= {TARGET_DETECTIONS:.0%} of injected slowdowns detected",
+               found >= TARGET_DETECTIONS * len(picks))]
+    for text, ok in checks:
+        print(f"{'PASS' if ok else 'FAIL'}: {text}")
+    return all(ok for _, ok in checks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", nargs=2, metavar="RUN", help="analyse two existing run directories")
+    p.add_argument("--preset", default="quick")
+    p.add_argument("--case")
+    p.add_argument("--size")
+    p.add_argument("--direction")
+    p.add_argument("--variant")
+    p.add_argument("--threads", default="1,all")
+    p.add_argument("--results-dir", help="keep the two runs here (default: a temporary folder)")
+    p.add_argument("--threshold", type=float, default=0.05)
+    p.add_argument("--alpha", type=float, default=0.01)
+    p.add_argument("--slowdown", type=float, default=0.10)
+    p.add_argument("--tries", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    if args.runs:
+        run_a, run_b = (Path(r) for r in args.runs)
+    else:
+        with tempfile.TemporaryDirectory(prefix="aa-") as tmp:
+            results_dir = Path(args.results_dir or tmp)
+            run_a, wall_a = run_once(results_dir, args)
+            run_b, wall_b = run_once(results_dir, args)
+            print(f"two runs: {wall_a:.0f} s and {wall_b:.0f} s wall "
+                  f"(load average at end: {os.getloadavg()[0]:.2f})")
+            return 0 if report(ok_records(run_a), ok_records(run_b), args) else 1
+    return 0 if report(ok_records(run_a), ok_records(run_b), args) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

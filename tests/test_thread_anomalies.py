@@ -1,0 +1,30 @@
+"""Records much slower with all threads than with one carry a note that names the machine's own
+scaling (issue: thread-scaling anomalies are said next to the numbers)."""
+
+from __future__ import annotations
+
+from bench_suite import analysis
+from bench_suite.results import Record
+
+
+def rec(variant: str, threads: int, seconds: float) -> Record:
+    return Record(case="nufft2d", direction="forward", size_label="small", variant=variant,
+                  device="cpu", num_threads=threads, machine="m", status="ok", problem_size=1,
+                  grid=[1], times=[seconds] * 5, rounds=[[seconds] * 5])
+
+
+def test_a_slowdown_with_more_threads_is_noted_with_the_machines_scaling():
+    records = [rec("finufft", 1, 1e-4), rec("finufft", 2, 4e-3),
+               rec("torch", 1, 1e-3), rec("torch", 2, 1.2e-3)]
+    out = {(r.variant, r.num_threads): r for r in
+           analysis.with_thread_notes(records, {"1": 1.0, "2": 1.9})}
+    note = out["finufft", 2].notes[-1]
+    assert note.startswith("40.0x slower with 2 threads than with 1")
+    assert "reference matmul runs 1.90x as fast with 2 threads" in note
+    assert out["torch", 2].notes == [] and out["finufft", 1].notes == []
+
+
+def test_without_the_reference_the_note_still_states_the_ratio():
+    notes = analysis.thread_anomaly_notes([rec("x", 1, 1.0), rec("x", 2, 2.0)])
+    (text,) = notes.values()
+    assert text == "2.0x slower with 2 threads than with 1 (nufft2d forward small)"
