@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench_suite import privacy
+
 # Distributions every run depends on, keyed as they appear in metadata; each measured library
 # adds its own through its registry entry (`Variant.packages`, see tracked_packages).
 CORE_PACKAGES = {
@@ -160,13 +162,14 @@ def load_average() -> list[float] | None:
 def capture(label: str, sha: str | None, dirty: bool) -> dict[str, Any]:
     """Everything metadata.json records about where and with what a run was measured."""
     return {
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "command": privacy.command_line(sys.argv),
         "git_sha": sha,
         "git_dirty": dirty,
         "machine": machine_info(label),
         "gpus": gpu_info(),
         "versions": package_versions(),
         "load_average_start": load_average(),
-        "env_vars": {k: os.environ[k] for k in sorted(os.environ)
-                     if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "NUMBA_", "TORCHINDUCTOR_"))},
+        "env_vars": {k: privacy.environment_variable(k, os.environ[k]) for k in sorted(os.environ)
+                     if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "NUMBA_", "TORCHINDUCTOR_",
+                                      "GOMP_", "PYTHONHASHSEED"))},
     }

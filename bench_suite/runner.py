@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench_suite import stats
+from bench_suite import privacy, stats
 from bench_suite.cases.base import (
     Case,
     Prepared,
@@ -167,7 +167,7 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     notes = getattr(exc, "__notes__", None)
-    return f"{line} ({'; '.join(notes)})" if notes else line
+    return privacy.scrub(f"{line} ({'; '.join(notes)})" if notes else line)
 
 
 def base_record(item: PlanItem, machine: str) -> Record:

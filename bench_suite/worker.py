@@ -448,7 +448,9 @@ class Zygote:
                 lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
         except OSError:
             return ""
-        return " | ".join(lines[-STDERR_TAIL_LINES:])[:500]
+        from bench_suite.privacy import scrub
+
+        return scrub(" | ".join(lines[-STDERR_TAIL_LINES:]))[:500]
 
 
 class WorkerPool:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,17 @@ def worker_environment():
             os.environ[k] = v
 
 
+@dataclass
+class DoublesRun:
+    code: int
+    meta: results.RunMetadata
+    recs: dict[str, results.Record]
+    results_dir: Path
+
+    def __iter__(self):
+        return iter((self.code, self.meta, self.recs))
+
+
 @pytest.fixture(scope="module")
 def doubles_run(worker_environment, tmp_path_factory):
     """One real run of every double in worker processes, 2 rounds, 5 s timeout."""
@@ -45,7 +57,7 @@ def doubles_run(worker_environment, tmp_path_factory):
                      "--threads", "1", "--rounds", "2", "--timeout", "5", "--results-dir",
                      str(out), "--no-progress", "--machine", "m", "--no-guard"])
     meta, recs = results.load_run(out / "latest")
-    return code, meta, {r.variant: r for r in recs}
+    return DoublesRun(code, meta, {r.variant: r for r in recs}, out)
 
 
 def test_a_crashing_worker_is_a_failed_record_and_the_run_goes_on(doubles_run):
@@ -92,6 +104,15 @@ def test_host_peak_memory_comes_from_a_process_of_its_own(doubles_run):
     # 64 MB allocated and freed per call: visible although every call reuses the same sizes.
     assert recs["allocates"].peak_mem_delta_bytes >= 50e6
     assert "own process" in recs["allocates"].peak_mem_note
+
+
+def test_a_fresh_run_stores_no_local_path(doubles_run):
+    stored = list(doubles_run.results_dir.rglob("*.json"))
+    assert len(stored) >= 4  # metadata and results, archive and latest/
+    home = os.path.expanduser("~")
+    for path in stored:
+        text = path.read_text()
+        assert str(Path.cwd()) not in text and f"{home}/" not in text, path
 
 
 def test_round_order_is_seeded(worker_environment):
