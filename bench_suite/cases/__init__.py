@@ -42,6 +42,9 @@ def available(case: Case, variant_id: str, device: str) -> str | None:
     return _common.unavailable_reason(variant, device)
 
 
+UNLISTED_COLOUR = "#7f7f7f"  # a variant without a colour of its own (test doubles, plug-ins)
+
+
 def catalogue(case_ids: Sequence[str] | None = None) -> dict[str, Any]:
     """The cases (all, or `case_ids`), their variants, tolerances and display orders, as
     JSON-serialisable data. The order of every list is the display order; a run stores this in
@@ -56,7 +59,8 @@ def catalogue(case_ids: Sequence[str] | None = None) -> dict[str, Any]:
     } for c in chosen]
     used = list(dict.fromkeys(v for c in chosen for v in c.variants))
     variants = [{
-        "id": v.id, "title": v.title, "colour": v.colour, "devices": list(v.devices),
+        "id": v.id, "title": v.title or v.id, "colour": v.colour or UNLISTED_COLOUR,
+        "devices": list(v.devices),
         "backend": {d: v.backend(d) for d in v.devices if d in v.backends},
         "requires": list(v.requires), "notes": list(v.notes), "scaling": v.scaling,
         "threads": v.threads,
