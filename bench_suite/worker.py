@@ -104,7 +104,10 @@ def worker_env(num_threads: int, hash_seed: int, base: Mapping[str, str] | None 
         env[name] = str(int(num_threads))
     env["PYTHONHASHSEED"] = str(int(hash_seed))
     root = cache_root()
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    # One compile cache per hash seed: a kernel compiled under one seed and reused from disk by a
+    # process with another would hide any dependence of the generated code on the seed, and the
+    # determinism check could not see it; with it, a run is a function of its seed alone.
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor" / f"hash-seed-{hash_seed}"))
     env.setdefault("NUMBA_CACHE_DIR", str(root / "numba"))
     # Inductor's pool of compile processes cannot survive a fork (a child would wait forever
     # for a compile result from the zygote's pool): every process compiles in itself.
