@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench_suite import guard, runner
+from bench_suite.cases._common import REFERENCE_CACHE_ENV
 from bench_suite.results import Record, ResultsError, RunWriter, check_record, now_iso
 from bench_suite.runner import PlanItem, RunSettings
 from bench_suite.worker import WARM_CASES_ENV, Job, JobOutcome, WorkerPool
@@ -162,7 +163,9 @@ class Executor:
                 workdir = Path(self._tmp.name)
             else:
                 workdir = orch.workdir
-            self.pool = WorkerPool(workdir, env)
+            refs = workdir / "references"
+            refs.mkdir(exist_ok=True)
+            self.pool = WorkerPool(workdir, {**env, REFERENCE_CACHE_ENV: str(refs)})
 
     def prestart(self, items: Sequence[PlanItem]) -> None:
         """Start every zygote the run will need, together (see WorkerPool.prestart)."""

@@ -281,7 +281,7 @@ def fill_summary(rec: Record) -> None:
     rec.warnings.extend(stats.noise_warnings(rec.times))
 
 
-MEMORY_CALLS = 3
+MEMORY_CALLS = 2
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 MEMORY_MMAP_THRESHOLD = 128 * 1024
 
