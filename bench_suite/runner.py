@@ -62,7 +62,7 @@ class Preset:
 
 PRESETS = {
     "full": Preset("full", ("small", "medium", "large"), num_warmup=3, min_runs=5,
-                   min_run_time=None, max_run_time=10.0, rounds=3, max_warmup_time=2.0),
+                   min_run_time=None, max_run_time=6.0, rounds=3, max_warmup_time=2.0),
     "quick": Preset("quick", ("small",), num_warmup=3, min_runs=3,
                     min_run_time=0.03, max_run_time=0.5, rounds=2, max_warmup_time=0.5),
 }
