@@ -73,12 +73,14 @@ def thread_anomaly_notes(records: Sequence[Record],
         ratio = stats.median(r.times) / stats.median(one.times)
         if ratio <= THREAD_ANOMALY_RATIO:
             continue
-        text = (f"{ratio:.1f}x slower with {r.num_threads} threads than with 1 "
-                f"({r.case} {r.direction} {r.size_label})")
+        # One wording per thread count and machine, so a page can group the records it applies
+        # to; the ratio of each record is in its own numbers.
+        text = (f"more than {THREAD_ANOMALY_RATIO:g}x slower with {r.num_threads} threads than "
+                f"with 1 at some sizes")
         speedup = (reference_speedup or {}).get(str(r.num_threads))
         if speedup:
-            text += (f"; this machine's reference matmul runs {speedup:.2f}x as fast with "
-                     f"{r.num_threads} threads, so the slowdown is the library's threading here "
+            text += (f", while this machine's reference matmul runs {speedup:.2f}x as fast with "
+                     f"{r.num_threads} threads: the slowdown is the library's threading here "
                      f"(see Findings)")
         notes[r.key()] = text
     return notes

@@ -19,12 +19,12 @@ def test_a_slowdown_with_more_threads_is_noted_with_the_machines_scaling():
     out = {(r.variant, r.num_threads): r for r in
            analysis.with_thread_notes(records, {"1": 1.0, "2": 1.9})}
     note = out["finufft", 2].notes[-1]
-    assert note.startswith("40.0x slower with 2 threads than with 1")
+    assert note.startswith("more than 1.5x slower with 2 threads than with 1")
     assert "reference matmul runs 1.90x as fast with 2 threads" in note
     assert out["torch", 2].notes == [] and out["finufft", 1].notes == []
 
 
-def test_without_the_reference_the_note_still_states_the_ratio():
+def test_without_the_reference_the_note_still_says_it():
     notes = analysis.thread_anomaly_notes([rec("x", 1, 1.0), rec("x", 2, 2.0)])
     (text,) = notes.values()
-    assert text == "2.0x slower with 2 threads than with 1 (nufft2d forward small)"
+    assert text == "more than 1.5x slower with 2 threads than with 1 at some sizes"
