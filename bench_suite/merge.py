@@ -4,8 +4,9 @@ The inputs (shards, or an earlier merged run plus late shards) may come from one
 several. They must belong to one campaign: the same campaign id, the same selection and the same
 measurement settings; the same commit, working-tree patch and library versions unless
 `--allow-mixed`; and no unit may be measured by two inputs (a shard given twice, or overlapping
-shards). An interrupted shard is refused (resume it, or leave it out). Any of these is one line
-naming the runs, exit 2, and nothing is written.
+shards). An interrupted shard is refused (resume it, leave it out, or give
+`--skip-interrupted`). Any of these is one line naming the runs, exit 2, and nothing is
+written.
 
 The merged run is a normal archive (`RunWriter`) published to `latest/`, so `compare` and the
 report read it like any other. Records are carried over unchanged (each keeps its machine).
@@ -91,7 +92,10 @@ class Merged:
 # ----------------------------------------------------------------------------- reading
 
 
-def read_inputs(specs: Sequence[str], results_dir: Path) -> list[Input]:
+def read_inputs(specs: Sequence[str], results_dir: Path,
+                skip_interrupted: bool = False) -> list[Input]:
+    """Every run given, checked; an interrupted one is an error, or with `skip_interrupted`
+    left out with a line on stderr (its units are then missing)."""
     inputs = []
     for spec in specs:
         path = resolve_run(spec, results_dir)
@@ -102,12 +106,17 @@ def read_inputs(specs: Sequence[str], results_dir: Path) -> list[Input]:
         if not item.campaign:
             raise MergeError(f"{spec}: not part of a campaign (run it with --shard K/N or "
                              "--run-id); only the shards of one campaign can be merged")
+        if meta.partial and skip_interrupted:
+            print(f"merge: leaving out {item.label}: interrupted (partial)", file=sys.stderr)
+            continue
         if meta.partial:
             raise MergeError(f"{spec}: shard {item.campaign.get('shard')} was interrupted "
                              f"(partial); finish it with `linop-bench run --resume "
                              f"{path.name}`, or leave it out (its units are then reported "
-                             "missing)")
+                             "missing), or give --skip-interrupted")
         inputs.append(item)
+    if not inputs:
+        raise MergeError("nothing to merge: every run given was interrupted")
     return inputs
 
 
@@ -293,9 +302,10 @@ def write(merged: Merged, results_dir: Path) -> Path:
     return writer.run_dir
 
 
-def merge_runs(specs: Sequence[str], results_dir: Path, allow_mixed: bool = False) -> Merged:
-    """Read, check and write; raises MergeError / ResultsError before anything is written."""
-    inputs = read_inputs(specs, results_dir)
+def merge_runs(specs: Sequence[str], results_dir: Path, allow_mixed: bool = False,
+               skip_interrupted: bool = False) -> Merged:
+    """Read and check; raises MergeError / ResultsError (nothing is written here)."""
+    inputs = read_inputs(specs, results_dir, skip_interrupted)
     check_inputs(inputs, allow_mixed)
     return merge_inputs(inputs, results_dir)
 
@@ -316,6 +326,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--allow-mixed", action="store_true",
                    help="merge shards of different commits, uncommitted changes or library "
                         "versions (the merged run records that they were mixed)")
+    p.add_argument("--skip-interrupted", action="store_true",
+                   help="leave out interrupted (partial) shards instead of refusing; their "
+                        "units are reported missing")
     p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                    help="where archive names are looked up and the merged run is written "
                         "(default benchmarks/results)")
@@ -327,7 +340,8 @@ def run_merge(args: argparse.Namespace) -> int:
     """Exit code: 0 written (or already there), 2 inputs that cannot be merged."""
     results_dir = Path(args.results_dir)
     try:
-        merged = merge_runs(args.runs, results_dir, allow_mixed=args.allow_mixed)
+        merged = merge_runs(args.runs, results_dir, allow_mixed=args.allow_mixed,
+                            skip_interrupted=args.skip_interrupted)
         if merged.existing is not None:
             print(f"merge: these runs were merged already as {merged.existing.name} "
                   f"(same campaign and records); nothing written", file=sys.stderr)

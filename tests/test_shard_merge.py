@@ -271,3 +271,14 @@ def test_a_shard_with_no_group_writes_nothing(tmp_path, monkeypatch, capsys):
 def test_merge_module_entry_point_reports_bad_input(tmp_path, capsys):
     assert merge.main([str(tmp_path / "absent"), "--results-dir", str(tmp_path)]) == 2
     assert "no such run" in capsys.readouterr().err
+
+
+def test_skip_interrupted_leaves_an_interrupted_shard_out(campaign, tmp_path, capsys):
+    cut = edited_copy(campaign["2/3"], tmp_path / "cut", partial=True, finished_at=None)
+    store = tmp_path / "store"
+    assert do_merge(store, campaign["1/3"], cut, campaign["3/3"],
+                    extra=("--skip-interrupted",)) == 0
+    assert "leaving out" in capsys.readouterr().err
+    meta = results.load_metadata(only_run(store))
+    shard2 = results.load_metadata(campaign["2/3"])["campaign"]["units"]
+    assert meta["campaign"]["missing"] == shard2 and meta["campaign"]["complete"] is False
