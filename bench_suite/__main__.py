@@ -112,11 +112,12 @@ def _check_run_numbers(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench_suite import environment, orchestrate, runner, worker
+    from bench_suite import environment, orchestrate, runner, shard, worker
     from bench_suite.cases import CASES
     from bench_suite.results import ResultsError, RunWriter, ensure_writable, now_iso
 
     _check_run_numbers(args)
+    campaign = _campaign_options(args)
     results_dir = Path(args.results_dir)
     if args.resume:
         given = [flag for flag, value in (
@@ -173,6 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not items:
             raise UsageError("the selection matches no benchmark (a variant may not run on the "
                              "chosen device; see `linop-bench list`)")
+        if campaign is not None and shard.nothing_to_measure(campaign, sel, items):
+            return 0
         try:
             ensure_writable(results_dir)
         except ResultsError as e:
@@ -183,6 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "worker_environment": None if args.in_process else worker.recorded_env(
                     worker.worker_env(1, hash_seed, base={}, extra=extra_env)),
                 "catalogue": _catalogue(sel["cases"])}
+        if campaign is not None:
+            meta["campaign"] = shard.campaign_metadata(campaign, sel, items, sha)
         if not args.no_guard:
             from bench_suite import guard
 
@@ -190,7 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         writer = RunWriter.create(results_dir, meta, patch=patch)
 
     preset = runner.PRESETS[sel["preset"]]
-    items = _plan(sel)
+    items = shard.restrict(_plan(sel), writer.metadata)
     if not items:
         raise UsageError("the selection matches no benchmark (a variant may not run on the "
                          "chosen device; see `linop-bench list`)")
@@ -213,9 +218,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{writer.run_dir.name}", file=sys.stderr)
         return orchestrate.EXIT_TERMINATED if terminated else orchestrate.EXIT_INTERRUPTED
     writer.metadata["load_average_end"] = environment.load_average()
-    writer.finish(now_iso(), update_latest=True)
+    publish = shard.publishes_latest(writer.metadata)
+    writer.finish(now_iso(), update_latest=publish)
     print(runner.compare_tables(writer.records))
-    _print_summary(writer, summary)
+    _print_summary(writer, summary, latest=publish)
+    if not publish:
+        print(shard.shard_note(writer.metadata, writer.run_dir.name), file=sys.stderr)
     return 0
 
 
@@ -225,6 +233,16 @@ def _plan(sel: dict) -> list:
 
     return runner.plan([CASES[c] for c in sel["cases"]], sel["directions"], sel["sizes"],
                        sel["variants"], sel["devices"], sel["threads"])
+
+
+def _campaign_options(args: argparse.Namespace) -> Any:
+    """--shard / --run-id, checked before anything is written (see bench_suite.shard)."""
+    from bench_suite import shard
+
+    try:
+        return shard.options(args.shard, args.run_id, resume=bool(args.resume))
+    except shard.ShardError as e:
+        raise UsageError(str(e)) from None
 
 
 def _catalogue(case_ids: list[str]) -> dict:
@@ -243,7 +261,7 @@ def _resolve_resume(spec: str, results_dir: Path) -> Path:
         raise ResultsError(f"--resume {spec}: no such run under {results_dir}") from None
 
 
-def _print_summary(writer, summary) -> None:
+def _print_summary(writer, summary, latest: bool = True) -> None:
     counts: dict[str, int] = {}
     for r in writer.records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -258,7 +276,8 @@ def _print_summary(writer, summary) -> None:
           f"wall {wall:.1f} s, {timed:.1f} s inside timed calls ({share(timed)}), "
           f"{startup:.1f} s starting worker processes ({share(startup)}); "
           f"{summary.remeasured_groups} groups measured again, {summary.unstable_groups} "
-          f"unstable; saved to {writer.run_dir} and latest/", file=sys.stderr)
+          f"unstable; saved to {writer.run_dir}{' and latest/' if latest else ''}",
+          file=sys.stderr)
     for r in writer.records:
         if r.status in ("failed", "mismatch", "nondeterministic"):
             print(f"  {r.status}: {r.case} {r.direction} {r.size_label} {r.variant} {r.device} "
@@ -269,7 +288,7 @@ def _print_summary(writer, summary) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from bench_suite import compare, profile_cmd, runner
+    from bench_suite import compare, merge, profile_cmd, runner, shard
     from bench_suite.results import DEFAULT_RESULTS_DIR
 
     parser = argparse.ArgumentParser(
@@ -315,9 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--machine", help="machine label (default: derived from the hardware)")
     p.add_argument("--resume", metavar="RUN", help="continue a partial run")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    shard.add_options(p)
     p.set_defaults(func=cmd_run)
 
     compare.register(sub)
+    merge.register(sub)
     profile_cmd.register(sub)
     return parser
 

@@ -35,6 +35,7 @@ from bench_suite.results import (
     run_date,
     run_dirs,
 )
+from reportgen import campaigns
 from reportgen.style import Style
 
 # Columns of the tidy frame, in the order the CSV download shows them.
@@ -94,8 +95,10 @@ class Library:
         return self.frame.empty
 
     def archived(self) -> list[Run]:
-        """Finished runs archived in the store, oldest first: what the history shows."""
-        return [r for r in self.runs if r.source == ARCHIVE and not r.partial]
+        """Finished runs archived in the store, oldest first: what the history shows (not the
+        shards of a campaign: their merged run stands for them)."""
+        return [r for r in self.runs if r.source == ARCHIVE and not r.partial
+                and not campaigns.is_shard(r.meta)]
 
 
 def read_run(path: Path, source: str = ARCHIVE, meta: RunMetadata | None = None) -> Run:
@@ -165,6 +168,7 @@ def load_library(results_dir: Path, run_names: Sequence[str] | None = None,
 
     runs.sort(key=_by_age)
     shown = sorted(dict.fromkeys(chosen.values()), key=_by_age)
+    notes += campaigns.notes(runs, shown)
     frame = records_frame([(run, [r for r in run.records
                                   if chosen.get((r.machine, r.device)) is run]) for run in shown])
     style = Style.from_catalogues(r.meta.catalogue for r in reversed(runs))
@@ -203,10 +207,11 @@ def _choose_named(named: list[Run], notes: list[str]) -> dict[tuple[str, str], R
 
 
 def select_default(runs: Sequence[Run]) -> dict[tuple[str, str], Run]:
-    """Per (machine, device), the newest finished run that measured it."""
+    """Per (machine, device), the newest finished run that measured it (a shard is only part
+    of one: it is shown through its merged run)."""
     chosen: dict[tuple[str, str], Run] = {}
     for run in sorted(runs, key=_by_age):
-        if run.partial:
+        if run.partial or campaigns.is_shard(run.meta):
             continue
         for pair in run.pairs():
             chosen[pair] = run
