@@ -111,6 +111,8 @@ def child(grid: tuple[int, ...], points: int, data_seed: int) -> dict:
         "first_call_s": first_call,
         # Bitwise fingerprints: equal digests across seeds mean bitwise-equal outputs.
         "functional_sha256": [_digest(fn_fwd), _digest(fn_adj)],
+        "linop_sha256": [_digest(op_fwd), _digest(op_adj)],
+        "sigpy_sha256": [_digest(sp_fwd), _digest(sp_adj)],
         "kernel_compiled": _kernel_is_compiled(),
         "versions": {
             "python": platform.python_version(),
@@ -128,6 +130,10 @@ def _digest(a) -> str:
     import hashlib
 
     return hashlib.sha256(a.tobytes()).hexdigest()[:10]
+
+
+def _short(digests: list[str]) -> str:
+    return "+".join(d[:6] for d in digests)
 
 
 def _kernel_is_compiled() -> bool:
@@ -182,7 +188,7 @@ def main() -> int:
     print("relative errors, forward / adjoint")
     header = (f"{'hash seed':>9} | {'functional vs sigpy':>19} | {'functional vs exact':>19} | "
               f"{'linop vs sigpy':>19} | {'linop vs exact':>19} | {'sigpy vs exact':>19} | "
-              "repeat same | functional sha256 fwd / adj")
+              "repeat same | sha256 of functional / linop / sigpy output, fwd+adj")
     print(header)
     print("-" * len(header))
     versions = None
@@ -206,10 +212,12 @@ def main() -> int:
         def pair(key: str, r: dict = r) -> str:
             return f"{r[key][0]:.2e} / {r[key][1]:.2e}".rjust(19)
 
+        digests = " / ".join(_short(r[k]) for k in ("functional_sha256", "linop_sha256",
+                                                     "sigpy_sha256"))
         print(f"{seed:>9} | {pair('functional_vs_sigpy')} | {pair('functional_vs_exact')} | "
               f"{pair('linop_vs_sigpy')} | {pair('linop_vs_exact')} | "
               f"{pair('sigpy_vs_exact')} | {str(r['functional_repeat_identical']):>11} | "
-              f"{' / '.join(r['functional_sha256'])}")
+              f"{digests}")
         compiled = compiled and r["kernel_compiled"]
     if versions:
         print(f"torchlinops Kaiser-Bessel kernel under torch.compile in every child: {compiled}")
