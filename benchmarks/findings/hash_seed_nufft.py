@@ -114,6 +114,7 @@ def child(grid: tuple[int, ...], points: int, data_seed: int) -> dict:
         "linop_sha256": [_digest(op_fwd), _digest(op_adj)],
         "sigpy_sha256": [_digest(sp_fwd), _digest(sp_adj)],
         "kernel_compiled": _kernel_is_compiled(),
+        "inductor": _inductor_fingerprint(),
         "versions": {
             "python": platform.python_version(),
             "torch": torch.__version__,
@@ -130,6 +131,25 @@ def _digest(a) -> str:
     import hashlib
 
     return hashlib.sha256(a.tobytes()).hexdigest()[:10]
+
+
+def _inductor_fingerprint() -> str:
+    """Digest of the C++/Python code TorchInductor generated in this process, and of its FX-graph
+    cache keys: only meaningful with a fresh cache directory (which then holds just this process's
+    compilations). Equal digests across hash seeds: the same kernels were compiled."""
+    import hashlib
+    from pathlib import Path
+
+    root = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not root or os.environ.get("HASH_SEED_FRESH_CACHE") != "1":
+        return "-"
+    code = hashlib.sha256()
+    for path in sorted(Path(root).glob("??/*")):
+        if path.suffix in (".py", ".cpp"):
+            code.update(path.name.encode() + path.read_bytes())
+    keys = sorted(p.name for p in Path(root).glob("fxgraph/*/*"))
+    return f"code {code.hexdigest()[:6]}, {len(keys)} FX key(s) " + \
+        hashlib.sha256(" ".join(keys).encode()).hexdigest()[:6]
 
 
 def _short(digests: list[str]) -> str:
@@ -188,7 +208,8 @@ def main() -> int:
     print("relative errors, forward / adjoint")
     header = (f"{'hash seed':>9} | {'functional vs sigpy':>19} | {'functional vs exact':>19} | "
               f"{'linop vs sigpy':>19} | {'linop vs exact':>19} | {'sigpy vs exact':>19} | "
-              "repeat same | sha256 of functional / linop / sigpy output, fwd+adj")
+              "repeat same | sha256 of functional / linop / sigpy output, fwd+adj | "
+              "inductor output")
     print(header)
     print("-" * len(header))
     versions = None
@@ -201,6 +222,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="hash_seed_inductor_") as cache:
             if not args.shared_cache:
                 env["TORCHINDUCTOR_CACHE_DIR"] = cache
+                env["HASH_SEED_FRESH_CACHE"] = "1"
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
@@ -217,7 +239,7 @@ def main() -> int:
         print(f"{seed:>9} | {pair('functional_vs_sigpy')} | {pair('functional_vs_exact')} | "
               f"{pair('linop_vs_sigpy')} | {pair('linop_vs_exact')} | "
               f"{pair('sigpy_vs_exact')} | {str(r['functional_repeat_identical']):>11} | "
-              f"{digests}")
+              f"{digests} | {r['inductor']}")
         compiled = compiled and r["kernel_compiled"]
     if versions:
         print(f"torchlinops Kaiser-Bessel kernel under torch.compile in every child: {compiled}")

@@ -244,8 +244,10 @@ def main() -> int:
     args = ap.parse_args()
     if args.child:
         library, setting, threads, calls, warmup = json.loads(args.child)
-        print(json.dumps(child(library, setting, threads, calls, warmup)))
-        return 0
+        print(json.dumps(child(library, setting, threads, calls, warmup)), flush=True)
+        # Skip interpreter finalisation: torchkbnufft's torch.jit.fork pool threads can abort the
+        # process there ("terminate called without an active exception") after the work is done.
+        os._exit(0)
     if args.calls < 5 or args.warmup < 1 or args.rounds < 1:
         print("thread_scaling: --calls must be >= 5, --warmup and --rounds >= 1",
               file=sys.stderr)
