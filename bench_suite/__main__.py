@@ -154,7 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
         preset = runner.PRESETS[args.preset or "full"]
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
-        extra_env = {"OMP_WAIT_POLICY": args.omp_wait_policy} if args.omp_wait_policy else {}
+        policy = args.omp_wait_policy or "passive"
+        extra_env = {} if policy == "library" else {"OMP_WAIT_POLICY": policy.upper()}
         sel = {
             "preset": preset.name, "cases": cases or list(CASES), "directions": directions,
             "sizes": sizes or list(preset.sizes), "variants": variants, "devices": devices,
@@ -328,8 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-remeasure", type=int, default=None,
                    help="times a group is measured again when the guard finds the machine "
                         "changed (default 1)")
-    p.add_argument("--omp-wait-policy", choices=["active", "passive"], default=None,
-                   help="OMP_WAIT_POLICY for the worker processes (default: the library's own)")
+    p.add_argument("--omp-wait-policy", choices=["passive", "active", "library"], default=None,
+                   help="OMP_WAIT_POLICY of the worker processes (default passive: spinning "
+                        "OpenMP threads made every threaded library 2-100x slower with 2 threads "
+                        "on a shared machine, see Findings; `library` keeps each library's own)")
     p.add_argument("--results-dir", default=str(DEFAULT_RESULTS_DIR))
     p.add_argument("--machine", help="machine label (default: derived from the hardware)")
     p.add_argument("--resume", metavar="RUN", help="continue a partial run")

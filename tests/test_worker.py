@@ -87,6 +87,8 @@ def test_rounds_are_kept_apart_and_pooled(doubles_run):
     assert good.times == [t for r in good.rounds for t in r]
     assert len(good.extra["round_positions"]) == 2
     assert good.hash_seed == 0 and meta["hash_seed"] == 0
+    # Spinning OpenMP threads are off by default (see Findings), and the run says so.
+    assert meta["worker_environment"]["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
 def test_the_determinism_check_flags_output_that_depends_on_the_hash_seed(doubles_run):
