@@ -127,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench_suite.results import ResultsError
 
     state = _RunState()
-    with interrupts.handled():
+    with interrupts.handled(keep_ignoring_after_stop=getattr(args, "is_command", False)):
         try:
             return _run(args, state)
         except KeyboardInterrupt as e:
@@ -193,11 +193,11 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         # variants are the registry's view of its family).
         check_choices("variant", variants,
                       list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants)))
-        devices = _resolve_devices(args.device or "cpu")
         try:
             threads = runner.parse_threads(args.threads or "1,all", environment.usable_cores())
         except ValueError as e:
             raise UsageError(str(e)) from None
+        devices = _resolve_devices(args.device or "cpu")  # imports torch: the slow check last
         preset = runner.PRESETS[args.preset or "full"]
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
         extra_env = {"OMP_WAIT_POLICY": args.omp_wait_policy} if args.omp_wait_policy else {}
@@ -263,21 +263,20 @@ def _stopped(stop: Any, writer: Any) -> int:
     from bench_suite import interrupts
     from bench_suite.results import ResultsError, now_iso
 
-    with interrupts.ignored():
-        if writer is None:
-            print(f"linop-bench: {stop.word} before measuring; nothing was saved",
-                  file=sys.stderr)
-        elif not writer.metadata.partial:
-            print(f"linop-bench: {stop.word} after the run finished; it is saved in "
-                  f"{writer.run_dir} and latest/", file=sys.stderr)
-        else:
-            writer.metadata["interrupted_at"] = now_iso()
-            # Every record was saved as it came; at worst only the stop time is missing.
-            with contextlib.suppress(ResultsError):
-                writer.flush()
-            print(f"linop-bench: {stop.word}; {len(writer.records)} records kept in "
-                  f"{writer.run_dir} (partial, latest/ unchanged). Continue with: "
-                  f"linop-bench run --resume {writer.run_dir}", file=sys.stderr)
+    interrupts.ignore_further()
+    if writer is None:
+        print(f"linop-bench: {stop.word} before measuring; nothing was saved", file=sys.stderr)
+    elif not writer.metadata.partial:
+        print(f"linop-bench: {stop.word} after the run finished; it is saved in "
+              f"{writer.run_dir} and latest/", file=sys.stderr)
+    else:
+        writer.metadata["interrupted_at"] = now_iso()
+        # Every record was saved as it came; at worst only the stop time is missing.
+        with contextlib.suppress(ResultsError):
+            writer.flush()
+        print(f"linop-bench: {stop.word}; {len(writer.records)} records kept in "
+              f"{writer.run_dir} (partial, latest/ unchanged). Continue with: "
+              f"linop-bench run --resume {writer.run_dir}", file=sys.stderr)
     return stop.exit_code
 
 
@@ -402,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Called without arguments: this process is the command (console script, python -m), and
+    # a stopped run may leave SIGINT / SIGTERM ignored for the rest of its exit.
+    args.is_command = argv is None
     try:
         return int(args.func(args) or 0)
     except UsageError as e:

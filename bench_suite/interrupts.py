@@ -8,8 +8,10 @@ replaced `latest/`; and a signal that lands in the middle of writing a file must
 So `handled()` turns both signals into `Interrupted` (a KeyboardInterrupt, which the runner
 already treats as "stop and keep") and remembers that a stop was asked for; `raise_if_requested()`
 raises it again after a library swallowed it (the results writer calls it after every record);
-`held()` delays both signals until a block (a file write) is complete; `ignored()` shields the
-last save after a stop from a second Ctrl-C.
+`held()` delays both signals until a block (a file write) is complete; `ignore_further()`
+shields the last save after a stop from a second Ctrl-C, and (for the process that is the command)
+the rest of its exit: Python restores the default handlers while it finalizes, and a late Ctrl-C
+then killed the process without a word.
 """
 
 from __future__ import annotations
@@ -70,8 +72,10 @@ def _raise(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler si
 
 
 @contextlib.contextmanager
-def handled() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise `Interrupted` and are remembered."""
+def handled(keep_ignoring_after_stop: bool = False) -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise `Interrupted` and are remembered. After the
+    block the previous handlers return, except with `keep_ignoring_after_stop` when a signal
+    stopped the block: both stay ignored (the process is about to exit)."""
     global _requested
     if not _main_thread():
         yield
@@ -81,7 +85,10 @@ def handled() -> Iterator[None]:
     try:
         yield
     finally:
-        _restore(previous)
+        if keep_ignoring_after_stop and _requested is not None:
+            _install(signal.SIG_IGN)
+        else:
+            _restore(previous)
         _requested = None
 
 
@@ -114,14 +121,7 @@ def held() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-@contextlib.contextmanager
-def ignored() -> Iterator[None]:
-    """SIGINT and SIGTERM are ignored inside the block (the short save after a stop)."""
-    if not _main_thread():
-        yield
-        return
-    previous = _install(signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        _restore(previous)
+def ignore_further() -> None:
+    """Ignore SIGINT and SIGTERM from now on (until `handled()` ends): a stop is under way."""
+    if _main_thread():
+        _install(signal.SIG_IGN)

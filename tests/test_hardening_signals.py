@@ -173,3 +173,26 @@ def test_sigterm_while_worker_processes_start(tmp_path):
     (run_dir,) = results.list_runs(tmp_path / "res")
     assert results.load_metadata(run_dir).partial is True
     assert not (tmp_path / "res" / "latest").exists()
+
+
+def test_a_stopped_command_ignores_late_signals_while_it_exits():
+    """A third Ctrl-C during the exit of a stopped run killed it without a word (Python puts
+    the default handlers back while it finalizes)."""
+    from bench_suite import interrupts
+
+    previous = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+    try:
+        with (interrupts.handled(keep_ignoring_after_stop=True),
+              pytest.raises(interrupts.Interrupted)):
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        with interrupts.handled(keep_ignoring_after_stop=True):
+            pass  # no stop: the handlers in force before come back
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    with interrupts.handled(keep_ignoring_after_stop=True):
+        pass
+    assert signal.getsignal(signal.SIGINT) == previous[signal.SIGINT]
