@@ -133,11 +133,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt as e:
             return _stopped(interrupts.as_interrupted(e), state.writer)
         except ResultsError as e:
-            return _store_failed(e, state.writer)
+            return _failed(e, state.writer)
         except SystemExit as e:  # a benchmark ended the interpreter (--in-process only)
             if state.writer is None:
                 raise
-            return _store_failed(f"a benchmark ended this process (exit code {e.code}); "
+            return _failed(f"a benchmark ended this process (exit code {e.code}); "
                                  "--in-process cannot survive that", state.writer)
         finally:
             if state.writer is not None:
@@ -280,8 +280,9 @@ def _stopped(stop: Any, writer: Any) -> int:
     return stop.exit_code
 
 
-def _store_failed(error: Any, writer: Any) -> int:
-    """The store could not be written (a full disk, a latest/ that is not ours): one line."""
+def _failed(error: Any, writer: Any) -> int:
+    """The run cannot go on (a full disk, a latest/ that is not ours, a benchmark that ended the
+    process): one line saying what was kept and how to continue."""
     if writer is None:
         print(f"linop-bench: error: {error}; nothing was measured", file=sys.stderr)
     elif not writer.metadata.partial:
