@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import signal
+import contextlib
+import functools
+import importlib
+import math
+import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_suite import run_args
 from bench_suite.cases.base import DEVICES, DIRECTIONS, SIZE_LABELS
+from bench_suite.run_args import UsageError
 
 EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad command-line input; printed as one line, exit 2."""
-
-
-def _split(values: Sequence[str] | None) -> list[str] | None:
-    """`--case a b --case c,d` -> [a, b, c, d]; None when the option was not given."""
-    if not values:
-        return None
-    return [v for item in values for v in item.split(",") if v]
+EXIT_FAILURE = 1
 
 
 def check_choices(kind: str, given: Sequence[str] | None, valid: Sequence[str]) -> None:
@@ -53,12 +50,25 @@ def cmd_list(args: argparse.Namespace) -> int:
             states = []
             for device in v.devices:
                 reason = available(case, v.id, device)
+                if reason is None:  # found is not enough: an installed library may not import
+                    reason = next(filter(None, map(_import_problem, v.requires)), None)
                 states.append(f"{device}: {'available' if reason is None else reason}")
             print(f"    {v.id:<18} " + "; ".join(states))
     print("libraries:")
     for v in registry.variants():
         print(f"  {v.id:<18} {v.title}: {'; '.join(v.notes)}")
     return 0
+
+
+@functools.cache
+def _import_problem(module: str) -> str | None:
+    """None when `module` imports here, else why not in one line."""
+    try:
+        importlib.import_module(module)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever a broken library raises
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"{module} cannot be imported ({type(e).__name__}{': ' + text if text else ''})"
+    return None
 
 
 # ----------------------------------------------------------------------------- run
@@ -75,20 +85,12 @@ def _resolve_devices(device: str) -> list[str]:
     return [device]
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an interrupt so the same path keeps the partial run (exit 143)."""
-
-
-def _raise_terminated(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
-    raise _Terminated
-
-
 def _orchestration(args: argparse.Namespace, sel: dict, preset) -> Any:
     from bench_suite import orchestrate
 
     return orchestrate.Orchestration(
         rounds=int(sel.get("rounds") or preset.rounds),
-        in_process=bool(args.in_process),
+        in_process=bool(sel.get("in_process", args.in_process)),
         timeout=sel.get("timeout", orchestrate.DEFAULT_TIMEOUT),
         hash_seed=int(sel.get("hash_seed", 0)),
         check_determinism=bool(sel.get("determinism_check", True)),
@@ -101,7 +103,7 @@ def _orchestration(args: argparse.Namespace, sel: dict, preset) -> Any:
 def _check_run_numbers(args: argparse.Namespace) -> None:
     if args.rounds is not None and args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
-    if args.timeout is not None and not args.timeout > 0:
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.hash_seed is not None and not 0 <= args.hash_seed <= 4294967295:
         raise UsageError(f"--hash-seed must be in [0, 4294967295], got {args.hash_seed}")
@@ -111,35 +113,80 @@ def _check_run_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-remeasure must be >= 0, got {args.max_remeasure}")
 
 
+@dataclass
+class _RunState:
+    """What a stop must know about: the run being written, once there is one."""
+
+    writer: Any = None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench_suite import environment, orchestrate, runner, shard, worker
+    """Measure and save a run. SIGINT / SIGTERM at any moment keep what was measured and leave
+    latest/ alone (exit 130 / 143); a store that cannot be written is one line (exit 1)."""
+    from bench_suite import interrupts
+    from bench_suite.results import ResultsError
+
+    state = _RunState()
+    with interrupts.handled(keep_ignoring_after_stop=getattr(args, "is_command", False)):
+        try:
+            return _run(args, state)
+        except KeyboardInterrupt as e:
+            return _stopped(interrupts.as_interrupted(e), state.writer)
+        except ResultsError as e:
+            return _failed(e, state.writer)
+        except SystemExit as e:  # a benchmark ended the interpreter (--in-process only)
+            if state.writer is None:
+                raise
+            return _failed(f"a benchmark ended this process (exit code {e.code}); "
+                                 "--in-process cannot survive that", state.writer)
+        finally:
+            if state.writer is not None:
+                state.writer.close()
+
+
+def _run(args: argparse.Namespace, state: _RunState) -> int:
+    from bench_suite import environment, interrupts, orchestrate, runner, shard, worker
     from bench_suite.cases import CASES
-    from bench_suite.results import ResultsError, RunWriter, ensure_writable, now_iso
+    from bench_suite.results import (
+        ResultsError,
+        RunWriter,
+        check_store,
+        ensure_writable,
+        now_iso,
+    )
 
     _check_run_numbers(args)
+    run_args.check_combinations(args)
+    for flag, value in (("--results-dir", args.results_dir), ("--resume", args.resume),
+                        ("--machine", args.machine)):
+        run_args.non_empty(flag, value)
     campaign = _campaign_options(args)
     results_dir = Path(args.results_dir)
     if args.resume:
-        given = [flag for flag, value in (
-            ("--case", args.case), ("--direction", args.direction), ("--size", args.size),
-            ("--variant", args.variant), ("--threads", args.threads), ("--preset", args.preset),
-            ("--device", args.device), ("--seed", args.seed), ("--rounds", args.rounds),
-            ("--hash-seed", args.hash_seed), ("--metric", args.metric),
-            ("--machine", args.machine)) if value is not None]
-        if given:
-            raise UsageError(f"--resume continues a run with its own settings; drop "
-                             f"{', '.join(given)}")
         try:
             run_dir = _resolve_resume(args.resume, results_dir)
             ensure_writable(run_dir)
-            writer = RunWriter.resume(run_dir)
+            state.writer = writer = RunWriter.resume(run_dir)
+            check_store(run_dir.parent)
         except ResultsError as e:
             raise UsageError(str(e)) from None
+        problem = run_args.stored_settings_problem(
+            writer.metadata.settings, writer.metadata.machine, CASES, list(runner.PRESETS),
+            DIRECTIONS, SIZE_LABELS, DEVICES)
+        if problem:
+            raise UsageError(f"--resume {args.resume}: {problem}; this run cannot be resumed")
         sel = writer.metadata["settings"]
+        run_args.check_resume_switches(args, sel)
         machine = writer.metadata["machine"]["label"]
+        if "cuda" in sel["devices"]:
+            _resolve_devices("cuda")
+        if args.retry_failed:
+            writer.forget_failed()
     else:
-        cases, directions = _split(args.case), _split(args.direction)
-        sizes, variants = _split(args.size), _split(args.variant)
+        cases = run_args.split_list("--case", args.case)
+        directions = run_args.split_list("--direction", args.direction)
+        sizes = run_args.split_list("--size", args.size)
+        variants = run_args.split_list("--variant", args.variant)
         check_choices("case", cases, list(CASES))
         check_choices("direction", directions, DIRECTIONS)
         check_choices("size", sizes, SIZE_LABELS)
@@ -147,11 +194,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         # variants are the registry's view of its family).
         check_choices("variant", variants,
                       list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants)))
-        devices = _resolve_devices(args.device or "cpu")
         try:
             threads = runner.parse_threads(args.threads or "1,all", environment.usable_cores())
         except ValueError as e:
             raise UsageError(str(e)) from None
+        devices = _resolve_devices(args.device or "cpu")  # imports torch: the slow check last
         preset = runner.PRESETS[args.preset or "full"]
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
         policy = args.omp_wait_policy or "passive"
@@ -179,6 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
         try:
             ensure_writable(results_dir)
+            check_store(results_dir)
         except ResultsError as e:
             raise UsageError(str(e)) from None
         sha, dirty, patch = environment.git_state()
@@ -193,7 +241,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             from bench_suite import guard
 
             meta["guard"] = {"reference_scaling": guard.thread_scaling(threads)}
-        writer = RunWriter.create(results_dir, meta, patch=patch)
+        state.writer = writer = RunWriter.create(results_dir, meta, patch=patch)
 
     preset = runner.PRESETS[sel["preset"]]
     items = shard.restrict(_plan(sel), writer.metadata)
@@ -205,19 +253,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     orch = _orchestration(args, sel, preset)
     print(f"linop-bench: {len(items)} benchmarks x {orch.rounds} rounds -> {writer.run_dir}",
           file=sys.stderr)
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        summary = orchestrate.execute(items, writer, settings, orch,
-                                      progress=not args.no_progress)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    summary = orchestrate.execute(items, writer, settings, orch, progress=not args.no_progress)
     if summary.interrupted:
-        terminated = isinstance(summary.interruption, _Terminated)
-        print(f"linop-bench: {'terminated' if terminated else 'interrupted'}; "
-              f"{len(writer.records)} records kept in {writer.run_dir} "
-              f"(partial, latest/ unchanged). Continue with: linop-bench run --resume "
-              f"{writer.run_dir.name}", file=sys.stderr)
-        return orchestrate.EXIT_TERMINATED if terminated else orchestrate.EXIT_INTERRUPTED
+        return _stopped(interrupts.as_interrupted(summary.interruption), writer)
+    interrupts.raise_if_requested()  # a stop a library swallowed after the last record
     writer.metadata["load_average_end"] = environment.load_average()
     publish = shard.publishes_latest(writer.metadata)
     writer.finish(now_iso(), update_latest=publish)
@@ -226,6 +265,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not publish:
         print(shard.shard_note(writer.metadata, writer.run_dir.name), file=sys.stderr)
     return 0
+
+
+def _stopped(stop: Any, writer: Any) -> int:
+    """SIGINT / SIGTERM: save what is there (further signals ignored meanwhile), one line."""
+    from bench_suite import interrupts
+    from bench_suite.results import ResultsError, now_iso
+
+    interrupts.ignore_further()
+    if writer is None:
+        print(f"linop-bench: {stop.word} before measuring; nothing was saved", file=sys.stderr)
+    elif not writer.metadata.partial:
+        print(f"linop-bench: {stop.word} after the run finished; it is saved in "
+              f"{writer.run_dir} and latest/", file=sys.stderr)
+    else:
+        writer.metadata["interrupted_at"] = now_iso()
+        # Every record was saved as it came; at worst only the stop time is missing.
+        with contextlib.suppress(ResultsError):
+            writer.flush()
+        print(f"linop-bench: {stop.word}; {len(writer.records)} records kept in "
+              f"{writer.run_dir} (partial, latest/ unchanged). Continue with: "
+              f"linop-bench run --resume {writer.run_dir}", file=sys.stderr)
+    return stop.exit_code
+
+
+def _failed(error: Any, writer: Any) -> int:
+    """The run cannot go on (a full disk, a latest/ that is not ours, a benchmark that ended the
+    process): one line saying what was kept and how to continue."""
+    if writer is None:
+        print(f"linop-bench: error: {error}; nothing was measured", file=sys.stderr)
+    elif not writer.metadata.partial:
+        print(f"linop-bench: error: {error}", file=sys.stderr)
+    else:
+        print(f"linop-bench: error: {error}; {len(writer.records)} records kept in "
+              f"{writer.run_dir} (partial, latest/ unchanged). Once fixed, continue with: "
+              f"linop-bench run --resume {writer.run_dir}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def _plan(sel: dict) -> list:
@@ -336,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default=str(DEFAULT_RESULTS_DIR))
     p.add_argument("--machine", help="machine label (default: derived from the hardware)")
     p.add_argument("--resume", metavar="RUN", help="continue a partial run")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume: measure the failed records again (crashed, timed out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     shard.add_options(p)
     p.set_defaults(func=cmd_run)
@@ -349,11 +426,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Called without arguments: this process is the command (console script, python -m), and
+    # a stopped run may leave SIGINT / SIGTERM ignored for the rest of its exit.
+    args.is_command = argv is None
     try:
         return int(args.func(args) or 0)
     except UsageError as e:
         print(f"linop-bench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # stdout closed early (`| head`): stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

@@ -5,6 +5,14 @@ A run lives in `benchmarks/results/<YYYY-MM-DD>-<shortsha>[-N]/` from its first 
 `latest/`, so an interrupted run never touches it. Every file is written to a temporary name in the
 same directory and renamed into place, so a reader sees the old file or the new one, never half.
 
+The store cannot break itself and touches nothing that is not its own (see `check_store`):
+`latest/` carries a marker file, and a `latest`, `latest.new` or `latest.old` that the suite did
+not write (or a symbolic link) is refused, never deleted. While a run is written, each record is
+first appended to a journal (`records.jsonl`, write-ahead) and only then is `results.json`
+rewritten, so a record is never lost to a full disk or a killed process (resume replays the
+journal); a lock file keeps a second process from writing the same run; writes are never cut by
+a signal (`interrupts.held`).
+
 Every reader goes through `load_run` / `load_metadata` / `load_records`: each file is checked
 against `bench_suite.store_schema` (types, finite numbers with the right sign, identity fields
 present and unique, samples on every timed record) and a bad file is one `ResultsError` line
@@ -13,7 +21,10 @@ naming the file and the field. Schema-1 runs are migrated on load (see `Record.f
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
+import fcntl
 import json
 import os
 import re
@@ -22,9 +33,9 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
-from bench_suite import store_schema
+from bench_suite import interrupts, store_schema
 from bench_suite.store_schema import IDENTITY_FIELDS as IDENTITY_FIELDS
 from bench_suite.store_schema import SAMPLED_STATUSES as SAMPLED_STATUSES
 from bench_suite.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
@@ -33,6 +44,9 @@ from bench_suite.store_schema import STATUSES as STATUSES
 METADATA_FILE = "metadata.json"
 RESULTS_FILE = "results.json"
 PATCH_FILE = "patch.diff"
+JOURNAL_FILE = "records.jsonl"  # write-ahead journal of a run being written
+LOCK_FILE = ".linop-bench.lock"  # held (flock) by the process writing a run
+LATEST_MARKER = ".linop-bench-latest"  # in latest/: written by linop-bench, safe to replace
 LATEST = "latest"
 # Directories of the store that are not runs: latest/ and the two halves of its swap.
 NOT_RUNS = (LATEST, f"{LATEST}.new", f"{LATEST}.old")
@@ -44,6 +58,11 @@ NO_GIT = "nogit"
 
 class ResultsError(Exception):
     """A results directory or file that cannot be used; the message names the path and problem."""
+
+
+class StoreError(ResultsError):
+    """Writing the store failed (a full disk, a read-only file system): the message names the
+    file and the cause and says what was kept."""
 
 
 # ----------------------------------------------------------------------------- records
@@ -531,12 +550,32 @@ def resolve_run(spec: str | Path, results_dir: Path = DEFAULT_RESULTS_DIR) -> Pa
 
 # ----------------------------------------------------------------------------- writing a run
 
+# The reasons bench_suite.worker gives a unit whose process died: a crash (a signal), an exit of
+# the interpreter, or the per-unit timeout. An exception a benchmark raised is not one of them.
+_WORKER_DIED = re.compile(r"\bworker (killed by|exited with code)|"
+                          r"\btimed out after [^()]* \(worker killed\)")
+
+
+def died_in_worker(rec: Record) -> bool:
+    """A failed record whose worker process crashed, exited or was killed at the timeout."""
+    return rec.status == "failed" and bool(_WORKER_DIED.search(rec.reason or ""))
+
+
+def _write_or_fail(path: Path, data: Any) -> None:
+    """atomic_write_json, with an OS failure (a full disk) as one StoreError line."""
+    try:
+        atomic_write_json(path, data)
+    except OSError as e:
+        raise StoreError(f"{path}: cannot write ({e.strerror or e})") from None
+
 
 class RunWriter:
     """Writes one run's directory record by record, so an interrupted run keeps what it measured.
 
     Nothing invalid reaches the disk: `add` checks each record against the schema and `flush`
-    the metadata, raising ResultsError naming the field instead of writing it.
+    the metadata, raising ResultsError naming the field instead of writing it. Each record goes to
+    the journal before `results.json` is rewritten (see the module doc); the writer holds the
+    run's lock file from `create` / `resume` until `finish` or `close`.
     """
 
     def __init__(self, run_dir: Path, metadata: RunMetadata | Mapping[str, Any],
@@ -544,54 +583,230 @@ class RunWriter:
         self.run_dir = Path(run_dir)
         self.metadata = _metadata(metadata)
         self.records: list[Record] = list(records)
+        self._lock: IO[str] | None = None
+        self._retried: dict[tuple, Record] = {}
 
     @classmethod
     def create(cls, results_dir: Path, metadata: RunMetadata | Mapping[str, Any],
                patch: str | None = None, date: _dt.date | None = None) -> RunWriter:
         results_dir = Path(results_dir)
         ensure_writable(results_dir)
+        check_store(results_dir)
         meta = _metadata(metadata)
-        name = archive_name(results_dir, date or _dt.date.today(), meta.git_sha)
-        run_dir = results_dir / name
-        run_dir.mkdir(parents=True)
-        meta.schema_version, meta.run_id, meta.partial = SCHEMA_VERSION, name, True
+        run_dir = _new_run_dir(results_dir, date or _dt.date.today(), meta.git_sha)
+        meta.schema_version, meta.run_id, meta.partial = SCHEMA_VERSION, run_dir.name, True
         if meta.started_at is None:
             meta.started_at = now_iso()
         writer = cls(run_dir, meta)
-        if patch:
-            atomic_write_text(run_dir / PATCH_FILE, patch)
-        writer.flush()
+        try:
+            writer._acquire_lock()
+            if patch:
+                try:
+                    atomic_write_text(run_dir / PATCH_FILE, patch)
+                except OSError as e:
+                    raise StoreError(f"{run_dir / PATCH_FILE}: cannot write ({e.strerror})") \
+                        from None
+            writer.flush()
+        except BaseException:
+            writer.close()  # nothing measured yet: the new directory is ours to take back
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         return writer
 
     @classmethod
     def resume(cls, run_dir: Path) -> RunWriter:
-        meta, records = load_run(run_dir)
+        """Reopen a partial run under its lock; records the journal holds beyond results.json
+        (a write cut by a full disk or a killed process) are taken back."""
+        run_dir = Path(run_dir)
+        meta = load_metadata(run_dir)
         if not meta.partial:
             raise ResultsError(f"{run_dir}: run is complete, nothing to resume")
-        return cls(run_dir, meta, records)
+        writer = cls(run_dir, meta)
+        try:
+            writer._acquire_lock()
+            writer.metadata, writer.records = load_run(run_dir)  # again, under the lock
+            if not writer.metadata.partial:
+                raise ResultsError(f"{run_dir}: run is complete, nothing to resume")
+            if writer._replay_journal():
+                writer.flush()
+        except BaseException:
+            writer.close()
+            raise
+        return writer
 
     def done_keys(self) -> set[tuple]:
         return {r.key() for r in self.records}
 
     def add(self, record: Record) -> None:
+        """Save one record (replacing the one with its identity): journal first, then
+        results.json. An interrupt a library swallowed while it was measured is raised here,
+        once the record is safe."""
         check_record(record, source=str(self.run_dir / RESULTS_FILE))
-        self.records = [r for r in self.records if r.key() != record.key()] + [record]
-        self.flush()
+        self._count_crash(record)
+        with interrupts.held():
+            self._append_journal(record)
+            self.records = [r for r in self.records if r.key() != record.key()] + [record]
+            self.flush()
+        interrupts.raise_if_requested()
 
     def flush(self) -> None:
         # Records are written in the current schema, whatever version the run started with.
         self.metadata.schema_version = SCHEMA_VERSION
         meta = self.metadata.to_dict()
         RunMetadata.from_dict(meta, source=str(self.run_dir / METADATA_FILE))
-        atomic_write_json(self.run_dir / RESULTS_FILE, [r.to_dict() for r in self.records])
-        atomic_write_json(self.run_dir / METADATA_FILE, meta)
+        with interrupts.held():
+            _write_or_fail(self.run_dir / RESULTS_FILE, [r.to_dict() for r in self.records])
+            self._clear_journal()  # results.json now holds every record
+            _write_or_fail(self.run_dir / METADATA_FILE, meta)
 
     def finish(self, finished_at: str, update_latest: bool = True) -> None:
-        self.metadata.partial = False
-        self.metadata.finished_at = finished_at
-        self.flush()
+        """Mark the run finished and publish it as latest/ (checked first: a latest/ that is not
+        ours leaves the run partial, to be resumed once it is moved away). Signals wait until
+        both are done: a run is never finished without its latest/."""
         if update_latest:
-            publish_latest(self.run_dir)
+            check_store(self.run_dir.parent)
+        with interrupts.held():
+            self.metadata.partial = False
+            self.metadata.finished_at = finished_at
+            try:
+                self.flush()
+            except BaseException:
+                self.metadata.partial, self.metadata.finished_at = True, None
+                raise
+            with contextlib.suppress(OSError):
+                (self.run_dir / JOURNAL_FILE).unlink(missing_ok=True)
+            try:
+                if update_latest:
+                    publish_latest(self.run_dir)
+            finally:
+                self.close(remove_lock=True)
+
+    def forget_failed(self) -> list[Record]:
+        """Drop the failed records so that they are measured again (`--retry-failed`); each
+        one's crash count carries over to its next attempt."""
+        failed = [r for r in self.records if r.status == "failed"]
+        self._retried.update((r.key(), r) for r in failed)
+        self.records = [r for r in self.records if r.status != "failed"]
+        return failed
+
+    def close(self, remove_lock: bool = False) -> None:
+        """Release the run's lock (also at exit: the OS drops it with the process)."""
+        if self._lock is None:
+            return
+        if remove_lock:
+            with contextlib.suppress(OSError):
+                (self.run_dir / LOCK_FILE).unlink()
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
+        self._lock.close()
+        self._lock = None
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _acquire_lock(self) -> None:
+        path = self.run_dir / LOCK_FILE
+        try:
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until close()
+        except OSError as e:
+            raise StoreError(f"{path}: cannot create the lock file ({e.strerror})") from None
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise ResultsError(
+                    f"{self.run_dir}: another linop-bench process"
+                    f"{f' ({holder})' if holder else ''} is writing this run; wait for it to "
+                    "end or stop it") from None
+            raise StoreError(f"{path}: cannot lock ({e.strerror})") from None
+        with contextlib.suppress(OSError):
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"process {os.getpid()}\n")
+            handle.flush()
+        self._lock = handle
+
+    def _append_journal(self, record: Record) -> None:
+        """One line per record, fsynced; a cut-off line is taken back so the journal stays
+        readable."""
+        path = self.run_dir / JOURNAL_FILE
+        line = json.dumps(record.to_dict(), default=_json_default, allow_nan=False) + "\n"
+        size = path.stat().st_size if path.exists() else 0
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.truncate(path, size)
+            raise StoreError(f"{path}: cannot write ({e.strerror or e}); the record of "
+                             f"{record.name()} was not saved") from None
+
+    def _clear_journal(self) -> None:
+        path = self.run_dir / JOURNAL_FILE
+        with contextlib.suppress(OSError):
+            if path.exists() and path.stat().st_size:
+                os.truncate(path, 0)
+
+    def _replay_journal(self) -> int:
+        """Take back the journal's records (the last line of an identity wins); a line cut off
+        at its end (a crash mid-write) is ignored. Returns the number of records read."""
+        path = self.run_dir / JOURNAL_FILE
+        if not path.exists():
+            return 0
+        try:
+            lines = path.read_bytes().split(b"\n")
+        except OSError as e:
+            raise ResultsError(f"{path}: cannot read ({e.strerror})") from None
+        lines.pop()  # after the last newline: nothing, or a line cut off by a crash
+        by_key = {r.key(): r for r in self.records}
+        count = 0
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise ResultsError(f"{path}: line {number} is not a JSON record; remove that "
+                                   "line (or the file) to resume without it") from None
+            rec = Record.from_dict(data, source=f"{path} line {number}")
+            by_key[rec.key()] = rec
+            count += 1
+        self.records = list(by_key.values())
+        return count
+
+    def _count_crash(self, record: Record) -> None:
+        """extra["crashes"]: how many attempts at this benchmark ended with its worker dead."""
+        if not died_in_worker(record) or "crashes" in record.extra:
+            return
+        key = record.key()
+        before = self._retried.pop(key, None) or next(
+            (r for r in self.records if r.key() == key), None)
+        earlier = 0 if before is None or before is record else int(before.extra.get("crashes", 0))
+        record.extra["crashes"] = earlier + 1
+
+
+def _new_run_dir(results_dir: Path, date: _dt.date, sha: str | None) -> Path:
+    """Make the archive directory; a name taken meanwhile (a second run) moves to the next."""
+    for _ in range(100):
+        run_dir = results_dir / archive_name(results_dir, date, sha)
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise StoreError(f"{run_dir}: cannot create ({e.strerror})") from None
+    raise StoreError(f"{results_dir}: no free archive name for {date} {short_sha(sha)}")
 
 
 def _metadata(metadata: RunMetadata | Mapping[str, Any]) -> RunMetadata:
@@ -618,13 +833,58 @@ def ensure_writable(results_dir: Path) -> None:
             f"{results_dir}: results directory is not writable ({e.strerror})") from None
 
 
+# ----------------------------------------------------------------------------- latest/
+
+
 def _latest_paths(results_dir: Path) -> tuple[Path, Path, Path]:
     return (results_dir / LATEST, results_dir / f"{LATEST}.old", results_dir / f"{LATEST}.new")
+
+
+def _written_by_us(path: Path) -> bool:
+    """A latest/ (or half of its swap) that linop-bench wrote: it holds our marker, or (a
+    latest/ from before the marker) the metadata.json of a run."""
+    if (path / LATEST_MARKER).is_file():
+        return True
+    try:
+        data = read_json(path / METADATA_FILE)
+    except ResultsError:
+        return False
+    return isinstance(data, dict) and "schema_version" in data and "run_id" in data
+
+
+def _foreign(path: Path) -> str | None:
+    """Why linop-bench may not replace or delete `path` (None: absent, or ours)."""
+    if path.is_symlink():
+        return "is a symbolic link, not a directory linop-bench wrote"
+    if not path.exists():
+        return None
+    if not path.is_dir():
+        return "is not a directory"
+    if not _written_by_us(path):
+        return (f"was not written by linop-bench (it has no {LATEST_MARKER} marker and no "
+                f"{METADATA_FILE} of a run)")
+    return None
+
+
+def check_store(results_dir: Path) -> None:
+    """Refuse a results store whose latest/, latest.new or latest.old linop-bench did not write:
+    such a path is never replaced or deleted. Checked before measuring and before publishing."""
+    results_dir = Path(results_dir)
+    if (results_dir / METADATA_FILE).exists():
+        raise ResultsError(f"{results_dir}: is a run directory, not a results store (give the "
+                           "directory that holds the runs)")
+    for path in _latest_paths(results_dir):
+        problem = _foreign(path)
+        if problem:
+            raise ResultsError(
+                f"{path}: {problem}; linop-bench never replaces or deletes what it did not "
+                "write: move it away or choose another --results-dir")
 
 
 def recover_latest(results_dir: Path) -> None:
     """Finish or undo a `latest/` swap that was cut off between its two renames."""
     results_dir = Path(results_dir)
+    check_store(results_dir)
     latest, old, new = _latest_paths(results_dir)
     if not latest.exists() and old.exists():
         old.rename(latest)
@@ -634,18 +894,35 @@ def recover_latest(results_dir: Path) -> None:
         shutil.rmtree(new)
 
 
+_MARKER_TEXT = ("Written by linop-bench: a copy of the newest finished run, replaced by the next "
+                "one. linop-bench refuses to replace a latest/ without this file.\n")
+
+
 def publish_latest(run_dir: Path) -> Path:
-    """Copy a finished run to `latest/`: build `latest.new`, then swap it in with two renames."""
+    """Copy a finished run to `latest/`: build `latest.new` (marker first, so even a half-built
+    copy is known as ours), then swap it in with two renames. Signals wait until it is done."""
     run_dir = Path(run_dir)
     results_dir = run_dir.parent
-    recover_latest(results_dir)
     latest, old, new = _latest_paths(results_dir)
-    shutil.copytree(run_dir, new)
-    if latest.exists():
-        latest.rename(old)
-    new.rename(latest)
-    if old.exists():
-        shutil.rmtree(old)
+    with interrupts.held():
+        recover_latest(results_dir)
+        try:
+            new.mkdir()
+            (new / LATEST_MARKER).write_text(_MARKER_TEXT, encoding="utf-8")
+            shutil.copytree(run_dir, new, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(JOURNAL_FILE, LOCK_FILE, LATEST_MARKER))
+            if latest.exists():
+                latest.rename(old)
+            new.rename(latest)
+            if old.exists():
+                shutil.rmtree(old)
+        except OSError as e:
+            shutil.rmtree(new, ignore_errors=True)
+            if not latest.exists() and old.exists():
+                with contextlib.suppress(OSError):
+                    old.rename(latest)
+            raise StoreError(f"{latest}: cannot update ({e.strerror or e}); the finished run "
+                             f"is saved in {run_dir}") from None
     return latest
 
 

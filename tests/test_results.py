@@ -239,6 +239,7 @@ def test_metadata_is_typed_and_keeps_unknown_keys(tmp_path):
     assert isinstance(meta, RunMetadata) and meta.partial is True
     assert meta.machine.label == "m" and meta.machine.cores == 2 and meta.gpus[0].name == "G"
     assert meta.short_sha == "abcdef1" and meta.started_at
+    w.close()
     resumed = RunWriter.resume(w.run_dir)
     resumed.add(make_record())
     raw = json.loads((w.run_dir / "metadata.json").read_text())
@@ -360,6 +361,7 @@ def test_resume_refuses_a_finished_run(tmp_path):
 def test_resume_keeps_done_keys(tmp_path):
     w = RunWriter.create(tmp_path, {"git_sha": "aaaaaaa"})
     w.add(make_record())
+    w.close()
     again = RunWriter.resume(w.run_dir)
     assert again.done_keys() == {make_record().key()}
 

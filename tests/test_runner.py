@@ -106,6 +106,7 @@ def run_cli(tmp_path, monkeypatch, case, *args) -> int:
 
 def test_interrupted_run_keeps_records_leaves_latest_and_resumes(tmp_path, monkeypatch, capsys):
     (tmp_path / "latest").mkdir()
+    (tmp_path / "latest" / results.LATEST_MARKER).write_text("")  # a latest/ of ours
     (tmp_path / "latest" / "marker").write_text("previous run")
     case = make_case(Interrupts(at={2}))
     code = run_cli(tmp_path, monkeypatch, case, "--variant", "good,wrong")
