@@ -10,7 +10,6 @@ notes; the overview only counts them.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -19,7 +18,7 @@ from bench_suite.formatting import format_bytes, md_code, md_escape, slug
 from bench_suite.results import STATUSES, Machine
 from reportgen import answer, bars, charts, tables
 from reportgen.load import Library, Run, to_csv
-from reportgen.site import Site
+from reportgen.site import Site, public_text
 from reportgen.style import Style
 
 HOW_TO_CPU = "just bench-cpu"
@@ -157,25 +156,6 @@ def sections(library: Library, chart_files: list[charts.ChartFile], gpu: bool,
 
 
 # ----------------------------------------------------------------------------- environment
-
-# An absolute path on a page says where someone's checkout was; only the part inside the
-# repository is worth showing (`/home/x/linop-bench/benchmarks/results` -> `benchmarks/results`).
-REPOSITORY_DIRS = ("benchmarks", "bench_suite", "reportgen", "docs", "tests", "site")
-ABSOLUTE_PATH = re.compile(r"(?<![\w.~<-])(?:/[^\s/'\"`]+)+/?")
-
-
-def public_path(match: re.Match) -> str:
-    parts = [p for p in match.group(0).split("/") if p]
-    for i, part in enumerate(parts):
-        if part in REPOSITORY_DIRS:
-            return "/".join(parts[i:])
-    return f"…/{parts[-1]}" if parts else "/"
-
-
-def public_text(text: str) -> str:
-    """`text` with every absolute path made relative to the repository (or cut to its name)."""
-    return ABSOLUTE_PATH.sub(public_path, text)
-
 
 def cpu_description(machine: Machine) -> str:
     """`AMD EPYC (AuthenticAMD family 23 model 1), 2 cores, x86_64`."""

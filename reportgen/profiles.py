@@ -17,7 +17,7 @@ from typing import Any
 
 from bench_suite.profile_format import load_profile
 from reportgen.load import ARCHIVE, Library
-from reportgen.site import Site
+from reportgen.site import Site, public_text
 from reportgen.style import DEFAULT, Style
 
 PAGE = "profiles.md"
@@ -126,7 +126,7 @@ def collect_profiles(profiles_dir: Path, site: Site | None = None,
                 continue
             ops, step_ms = _summarise(path, meta)
         except (ValueError, KeyError, TypeError, OSError) as e:
-            problems.append(f"{path.name}: {e}")
+            problems.append(public_text(f"{path.name}: {e}"))
             continue
         trace_link = ops_link = None
         files: list[tuple[str, str, str]] = []
@@ -181,5 +181,6 @@ def write_profiles_page(library: Library, profiles_dir: Path, site: Site) -> Pat
     run_id, instructions = newest_instructions(library)
     return site.page(PAGE, "profiles.md.j2", groups=_group(entries), entries=entries,
                      problems=problems, size_label=SIZE_LABEL, variants=VARIANTS, top_n=TOP_N,
-                     profiles_dir=Path(profiles_dir).as_posix(), instructions=instructions,
+                     profiles_dir=public_text(Path(profiles_dir).as_posix()),
+                     instructions=instructions,
                      instructions_run=run_id)

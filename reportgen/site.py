@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -59,6 +60,25 @@ def environment() -> jinja2.Environment:
     env.filters["figs"] = numbers.figures
     env.filters["heat_level"] = heat_level
     return env
+
+
+# An absolute path on a page says where someone's checkout was; only the part inside the
+# repository is worth showing (`/home/x/linop-bench/benchmarks/results` -> `benchmarks/results`).
+REPOSITORY_DIRS = ("benchmarks", "bench_suite", "reportgen", "docs", "tests", "site")
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~<:/-])(?:/[^\s/'\"`]+)+/?")
+
+
+def public_path(match: re.Match) -> str:
+    parts = [p for p in match.group(0).split("/") if p]
+    for i, part in enumerate(parts):
+        if part in REPOSITORY_DIRS:
+            return "/".join(parts[i:])
+    return f"…/{parts[-1]}" if parts else "/"
+
+
+def public_text(text: str) -> str:
+    """`text` with every absolute path made relative to the repository (or cut to its name)."""
+    return ABSOLUTE_PATH.sub(public_path, text)
 
 
 def heat_level(ratio: float) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bench_suite import environment
 from bench_suite.results import Machine
-from reportgen.pages import cpu_description, public_text, vm_description
+from reportgen.pages import cpu_description, vm_description
+from reportgen.site import public_text
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -64,3 +65,4 @@ def test_pages_show_no_absolute_path():
     assert public_text(command) == ("__main__.py run --device cpu --results-dir "
                                     "benchmarks/results --x …/a")
     assert public_text("plain words/with a slash") == "plain words/with a slash"
+    assert public_text("see https://ui.perfetto.dev/x") == "see https://ui.perfetto.dev/x"
