@@ -88,5 +88,8 @@ def case_bars(df: pd.DataFrame, case: str, style: Style = DEFAULT) -> str:
     threads = int(df["num_threads"].iloc[0])
     label = (f"Median time per call of {style.title(case)}, {plural(threads, 'thread')}; "
              "sorted, fastest on top")
-    return (f'<div class="lb-bars" role="group" aria-label="{attr(label)}">'
+    caption = ('<p class="lb-bars-caption">Median time per call, fastest on top: '
+               "<b>lower is better</b>; the whisker is the interquartile range, the factor "
+               "is the time relative to the fastest validated result.</p>")
+    return (caption + f'<div class="lb-bars" role="group" aria-label="{attr(label)}">'
             + "".join(cards) + "</div>")
