@@ -52,13 +52,87 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def cpu_model() -> str:
+def _cpuinfo() -> str:
     try:
-        text = Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        return platform.processor() or platform.machine()
+        return ""
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    text = _cpuinfo() if cpuinfo is None else cpuinfo
     match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
     return match.group(1).strip() if match else (platform.processor() or platform.machine())
+
+
+def cpu_ids(cpuinfo: str) -> dict[str, str]:
+    """Vendor, family, model number and stepping of the first CPU: on a virtual machine the
+    model name is often generic ("AMD EPYC"), and these still tell the generation apart."""
+    fields = {"vendor_id": "cpu_vendor", "cpu family": "cpu_family", "model": "cpu_model_number",
+              "stepping": "cpu_stepping"}
+    out = {}
+    for key, name in fields.items():
+        match = re.search(rf"^{key}\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
+        if match:
+            out[name] = match.group(1).strip()
+    return out
+
+
+# DMI vendor / product names that mean a virtual machine (systemd's detect-virt list, in short).
+VM_DMI_NAMES = ("KVM", "QEMU", "VMware", "VirtualBox", "innotek", "Xen", "Bochs", "Parallels",
+                "BHYVE", "Hyper-V", "Virtual Machine", "Amazon EC2", "Google Compute Engine",
+                "OpenStack", "Firecracker", "Cloud Hypervisor")
+DMI_FILES = ("sys_vendor", "product_name", "bios_vendor", "board_vendor")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def lscpu_hypervisor() -> str | None:
+    """The hypervisor vendor lscpu reads from CPUID (e.g. KVM), when lscpu is installed."""
+    if not shutil.which("lscpu"):
+        return None
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10,
+                             check=True, env={**os.environ, "LC_ALL": "C"}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"^Hypervisor vendor:\s*(.+)$", out, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def virtualization(cpuinfo: str | None = None, dmi_dir: Path = Path("/sys/class/dmi/id"),
+                   hypervisor_type: Path = Path("/sys/hypervisor/type")) -> dict[str, Any]:
+    """Whether this is a virtual machine, and what says so. A shared virtual machine has noisy
+    neighbours and may not expose the real CPU, which a reader of its numbers should know.
+
+    Evidence, strongest first: the CPU's `hypervisor` flag (set by every mainstream hypervisor
+    in CPUID), a hypervisor type in /sys/hypervisor, a DMI vendor or product naming one. None
+    when nothing could be read (not Linux): unknown, not "no".
+    """
+    text = _cpuinfo() if cpuinfo is None else cpuinfo
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
+    dmi = {name: _read(Path(dmi_dir) / name) for name in DMI_FILES}
+    vendor = next((v for value in dmi.values() for v in VM_DMI_NAMES
+                   if value and v.lower() in value.lower()), None)
+    htype = _read(Path(hypervisor_type))
+    if flags and "hypervisor" in flags.group(1).split():
+        return {"virtual_machine": True, "hypervisor": vendor or htype or lscpu_hypervisor(),
+                "virtualization_evidence": "CPU flag 'hypervisor'"}
+    if htype:
+        return {"virtual_machine": True, "hypervisor": htype,
+                "virtualization_evidence": "/sys/hypervisor/type"}
+    if vendor:
+        return {"virtual_machine": True, "hypervisor": vendor,
+                "virtualization_evidence": "DMI vendor / product name"}
+    if flags or any(dmi.values()):
+        return {"virtual_machine": False, "hypervisor": None,
+                "virtualization_evidence": "no hypervisor flag or DMI name"}
+    return {"virtual_machine": None, "hypervisor": None, "virtualization_evidence": None}
 
 
 def memory_bytes() -> int | None:
@@ -86,15 +160,18 @@ def default_machine_label() -> str:
 
 
 def machine_info(label: str) -> dict[str, Any]:
+    cpuinfo = _cpuinfo()
     return {
         "label": label,
         "os": f"{platform.system()} {platform.release()}",
         "platform": platform.platform(),
-        "cpu_model": cpu_model(),
+        "cpu_model": cpu_model(cpuinfo),
         "arch": platform.machine(),
         "cores": usable_cores(),
         "logical_cpus": os.cpu_count(),
         "memory_bytes": memory_bytes(),
+        **cpu_ids(cpuinfo),
+        **virtualization(cpuinfo),
     }
 
 

@@ -66,8 +66,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="order of ops.txt (default: self CPU time)")
     p.add_argument("--gzip", action="store_true", help="write trace.json.gz instead of trace.json")
     p.add_argument("--max-events", type=int, default=0, metavar="N",
-                   help="keep only the first N events in the trace and profile.json.gz (to "
-                        "commit small files); ops.txt and meta.json still cover everything")
+                   help="keep whole steps only in the trace and profile.json.gz (to commit "
+                        "small files): the most typical step and its neighbour when both fit "
+                        "in N events, else that one step; ops.txt and meta.json still cover "
+                        "everything")
     p.add_argument("--out", help="output directory (default benchmarks/profiles/"
                                  "<case>-<direction>-<size>-<variant>-<device>/)")
     p.set_defaults(func=run_profile)
@@ -140,7 +142,7 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     import torch
 
     from bench_suite.cases.base import VariantUnavailable
-    from bench_suite.profile_format import trim_chrome_trace
+    from bench_suite.profile_format import trim_trace_to_steps
     from bench_suite.profiler import Profiler, ProfilerOptions
 
     out = Path(args.out) if args.out else default_out_dir(
@@ -196,11 +198,11 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     assert result is not None
     digest = result.digest(TOP_OPS, call_range=fn_range)
     if args.max_events and len(result.rows) > args.max_events:
-        result.trimmed(args.max_events).save(out / "profile.json.gz")
-        kept, of = trim_chrome_trace(trace, args.max_events)
-        notes.append(f"{trace.name} holds the first {kept:,} of {of:,} trace events and "
-                     f"profile.json.gz the first {args.max_events:,} of {len(result.rows):,} "
-                     "(--max-events); ops.txt and meta.json cover the whole recording")
+        small = result.whole_steps(args.max_events)
+        small.save(out / "profile.json.gz")
+        kept, of, steps = trim_trace_to_steps(trace, args.max_events)
+        notes.append(trimmed_note(trace.name, kept, of, steps, len(small.rows),
+                                  len(result.rows)))
     files = [trace.name, "ops.txt", "profile.json.gz", "meta.json"]
     if pyprof is not None:
         (out / "python.txt").write_text(_pstats_text(pyprof, notes[0]), encoding="utf-8")
@@ -224,6 +226,20 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     for note in notes:
         print(f"linop-bench profile: note: {note}", file=sys.stderr)
     return 0
+
+
+def trimmed_note(trace_name: str, kept: int, of: int, steps: list[int], rows: int,
+                 all_rows: int) -> str:
+    """What --max-events kept, for meta.json and the profiles page."""
+    if steps:
+        which = (f"step {steps[0]}" if len(steps) == 1
+                 else f"steps {steps[0]} and {steps[-1]}")
+        return (f"{trace_name} and profile.json.gz hold whole {which} ({kept:,} of {of:,} trace "
+                f"events, {rows:,} of {all_rows:,} rows; --max-events); ops.txt and meta.json "
+                "cover the whole recording")
+    return (f"{trace_name} holds the first {kept:,} of {of:,} trace events and profile.json.gz "
+            f"the first {rows:,} of {all_rows:,} (--max-events, no step marks); ops.txt and "
+            "meta.json cover the whole recording")
 
 
 def _pstats_text(pyprof: cProfile.Profile, note: str, limit: int = 40) -> str:

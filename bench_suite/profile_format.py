@@ -174,6 +174,83 @@ class ProfileData:
         return ProfileData(rows=self.rows[:max_events], options=dict(self.options), meta=meta)
 
 
+    def step_spans(self) -> list[tuple[int, float, float]]:
+        """(step, start, end) of each profiler step mark, in step order (microseconds)."""
+        return sorted((int(r["name"][len(STEP_PREFIX):]), float(r["start_us"]),
+                       float(r["end_us"])) for r in self.rows
+                      if r["name"].startswith(STEP_PREFIX))
+
+    def whole_steps(self, max_events: int) -> ProfileData:
+        """The rows of one or two whole, typical steps (see `choose_steps`) instead of the first
+        `max_events`: a trace cut inside a step shows a fragment of a call. Without step marks,
+        the first `max_events` rows. `meta['trimmed']` says what was kept."""
+        if max_events < 1:
+            raise ValueError(f"max_events must be >= 1, got {max_events}")
+        if len(self.rows) <= max_events:
+            return self
+        spans = self.step_spans()
+        if not spans:
+            return self.trimmed(max_events)
+        starts = sorted(float(r["start_us"]) for r in self.rows)
+        steps, start, end = choose_steps(spans, starts, max_events)
+        rows = [r for r in self.rows if start <= float(r["start_us"]) <= end]
+        meta = {**self.meta, "trimmed": {"kept": len(rows), "of": len(self.rows),
+                                         "steps": steps, "of_steps": len(spans)}}
+        return ProfileData(rows=rows, options=dict(self.options), meta=meta)
+
+
+def choose_steps(spans: list[tuple[int, float, float]], starts: list[float],
+                 max_events: int) -> tuple[list[int], float, float]:
+    """The steps to keep and the time window they cover: the step of median duration (step 0
+    only when it is the only one: it may carry one-off costs) and, when both fit in
+    `max_events`, its neighbour; at least one whole step, even over `max_events`.
+    `starts` are the sorted start times of every event."""
+    from bisect import bisect_left, bisect_right
+
+    def count(a: float, b: float) -> int:
+        return bisect_right(starts, b) - bisect_left(starts, a)
+
+    candidates = spans[1:] if len(spans) > 1 else spans
+    by_length = sorted(candidates, key=lambda s: (s[2] - s[1], s[0]))
+    middle = by_length[(len(by_length) - 1) // 2]
+    i = spans.index(middle)
+    for j in (i + 1, i - 1):
+        if 0 < j < len(spans) or (j == 0 and len(spans) == 1):
+            first, last = sorted((spans[i], spans[j]))
+            if count(first[1], last[2]) <= max_events:
+                return [first[0], last[0]], first[1], last[2]
+    return [middle[0]], middle[1], middle[2]
+
+
+def trim_trace_to_steps(path: str | os.PathLike[str], max_events: int
+                        ) -> tuple[int, int, list[int]]:
+    """Keep the metadata events and the events of one or two whole steps (`choose_steps`, by
+    the trace's `Step#N` ranges) of a Chrome trace file, in place; without step ranges, the
+    first `max_events` (`trim_chrome_trace`). Returns (kept, of, steps kept)."""
+    path = Path(path)
+    data = _read_json(path)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    meta = [e for e in events if e.get("ph") == "M"]
+    timed = [e for e in events if e.get("ph") != "M"]
+    spans = sorted((int(e["name"][len(STEP_PREFIX):]), float(e["ts"]),
+                    float(e["ts"]) + float(e.get("dur", 0)))
+                   for e in timed if str(e.get("name", "")).startswith(STEP_PREFIX))
+    if len(timed) <= max_events:
+        return len(timed), len(timed), [s[0] for s in spans]
+    if not spans:
+        kept, of = trim_chrome_trace(path, max_events)
+        return kept, of, []
+    starts = sorted(float(e.get("ts", 0)) for e in timed)
+    steps, start, end = choose_steps(spans, starts, max_events)
+    kept = [e for e in timed if start <= float(e.get("ts", 0)) <= end]
+    if isinstance(data, dict):
+        data["traceEvents"] = meta + kept
+    else:
+        data = meta + kept
+    _write_json(path, data)
+    return len(kept), len(timed), steps
+
+
 def trim_chrome_trace(path: str | os.PathLike[str], max_events: int) -> tuple[int, int]:
     """Keep the metadata events and the first `max_events` others (by timestamp) of a Chrome
     trace file in place; returns (kept, of)."""

@@ -43,10 +43,14 @@ MARKERS = {SLOWER: ("^", ALERT), FASTER: ("v", GOOD)}
 RC = {
     "text.color": GREY, "axes.labelcolor": GREY, "axes.edgecolor": GREY, "xtick.color": GREY,
     "ytick.color": GREY, "axes.titlecolor": GREY, "grid.color": GREY, "grid.alpha": 0.3,
-    "legend.frameon": False, "font.size": 9, "svg.hashsalt": "linop-bench-history",
+    "legend.frameon": False, "font.size": 9.5, "axes.titlesize": 10, "xtick.labelsize": 9.5,
+    "ytick.labelsize": 9.5, "legend.fontsize": 9.5, "svg.hashsalt": "linop-bench-history",
     "svg.fonttype": "none",
 }
-MAX_TICK_LABELS = 10
+# As the result pages' charts: 4.8 in wide with text of 9.5 pt or more, so that on a 390 px
+# screen (the chart scaled to the column) no text is under 9 px.
+WIDTH_IN = 4.8
+MAX_TICK_LABELS = 4
 
 
 @dataclass
@@ -157,11 +161,12 @@ def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]],
     n_runs = len(group.runs)
 
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(1.2 + 3.4 * len(sizes), 0.9 + 2.3 * len(directions)))
-        axes = fig.subplots(len(directions), len(sizes), squeeze=False, sharex=True)
+        # a row per size, a column per direction: panels wide enough for their tick labels
+        fig = Figure(figsize=(WIDTH_IN, 1.1 + 2.2 * len(sizes)))
+        axes = fig.subplots(len(sizes), len(directions), squeeze=False, sharex=True)
         for (di, direction), (si, size) in ((d, s) for d in enumerate(directions)
                                             for s in enumerate(sizes)):
-            ax = axes[di][si]
+            ax = axes[si][di]
             ax.set_title(f"{direction} · {size}")
             ax.grid(True, which="major")
             panel = [p.median for k in keys if k[1:3] == (direction, size) for p in data[k]]
@@ -192,7 +197,7 @@ def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]],
             ax.set_xlim(-0.5, n_runs - 0.5)
             step = max(1, -(-n_runs // MAX_TICK_LABELS))
             ticks = list(range(n_runs - 1, -1, -step))[::-1]
-            ax.set_xticks(ticks, [tick_label(group.runs[i]) for i in ticks], fontsize=7)
+            ax.set_xticks(ticks, [tick_label(group.runs[i]) for i in ticks])
         seen: dict[str, Any] = {}
         for ax in axes.flat:
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -203,7 +208,7 @@ def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]],
                     [], [], linestyle="none", marker=marker, markersize=8, markerfacecolor="none",
                     markeredgecolor=mcolor, markeredgewidth=1.6)
         fig.suptitle(f"{case} — {group.machine} — {group.device}")
-        ncol = min(len(seen), 4 if len(sizes) > 1 else 2)
+        ncol = min(len(seen), 2)
         legend_rows = -(-len(seen) // ncol)
         fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=ncol)
         fig.tight_layout(rect=(0, (0.1 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))

@@ -1,8 +1,10 @@
-"""The result pages: `index.md` (overview, headline speedups, every run's environment),
-`cpu.md`, `gpu.md`, their charts and `assets/results.csv`.
+"""The result pages: `index.md` (the answer first, then SigPy comparisons, every result against
+the fastest, what stands behind the numbers, and every run's environment), `cpu.md`, `gpu.md`,
+their charts, `assets/results.csv`, and the answer snippet Home includes
+(`assets/answer.md.inc`, through pymdownx.snippets).
 
-A record's noise warnings (stats' rule, recomputed from its samples) are listed as noise; its
-notes (a single-threaded library, a fallback) are facts about the record and are listed as notes.
+Trust is shown in place: each row of a statistics table carries its validation, its noise and its
+notes; the overview only counts them.
 """
 
 from __future__ import annotations
@@ -12,27 +14,49 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from bench_suite.formatting import format_bytes, md_code, md_escape, plural, slug
-from bench_suite.results import STATUSES
-from reportgen import charts, tables
+from bench_suite.formatting import format_bytes, md_code, md_escape, slug
+from bench_suite.results import STATUSES, Machine
+from reportgen import answer, bars, charts, tables
 from reportgen.load import Library, Run, to_csv
-from reportgen.site import Site
+from reportgen.site import Site, public_text
 from reportgen.style import Style
 
 HOW_TO_CPU = "just bench-cpu"
 HOW_TO_GPU = "just bench-gpu"
+ANSWER_SNIPPET = "answer.md.inc"  # under assets/; docs/index.md includes it
+
+
+@dataclass
+class CaseBlock:
+    """One case on one board: sorted bars, scaling charts and the statistics table."""
+
+    case: str
+    title: str
+    bars: str
+    time_chart: charts.ChartFile | None
+    memory_chart: charts.ChartFile | None
+    table: tables.Table
+
+    @property
+    def anchor_suffix(self) -> str:
+        return slug(self.case).lower()
 
 
 @dataclass
 class ThreadBlock:
-    """One thread setting of one machine and device: its speedups and charts."""
+    """One thread setting of one machine and device."""
 
     num_threads: int
-    speedup: tables.Table | None
-    geomean: list[str]
-    bars: list[charts.ChartFile]
-    scaling: charts.ChartFile | None
-    memory: charts.ChartFile | None
+    board: answer.Board
+    versus: list[answer.VersusRow]
+    versus_variants: list[str]
+    cases: list[CaseBlock]
+    memory_unseen: list[str]  # cases with no memory rise seen in any record
+    sentence: str = ""  # who is fastest on this board, in words
+
+    @property
+    def anchor(self) -> str:
+        return self.board.anchor
 
 
 @dataclass
@@ -43,11 +67,7 @@ class Section:
     device: str
     run: Run
     blocks: list[ThreadBlock]
-    tables: list[tables.Table]
     counts: dict[str, int]
-    mismatches: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    noisy: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     memory_notes: list[str] = field(default_factory=list)
 
@@ -56,16 +76,13 @@ class Section:
         return slug(f"{self.machine}-{self.device}").lower()
 
 
-def _describe(row: pd.Series) -> str:
-    return (f"{row['case']} {row['direction']} {row['size_label']} {row['variant']} "
-            f"({plural(int(row['num_threads']), 'thread')})")
-
-
-def _grouped_notes(g: pd.DataFrame, column: str, style: Style, joined: bool = True) -> list[str]:
+def _grouped_notes(g: pd.DataFrame, column: str, style: Style, joined: bool = True,
+                   skip: str | None = None) -> list[str]:
     """`variant, variant: note` once per distinct note (notes repeat across records), sorted;
-    `joined`: the column holds several notes joined by "; "."""
+    `joined`: the column holds several notes joined by "; "; `skip`: notes containing it."""
     def split(cell: str) -> list[str]:
-        return [n for n in (cell.split("; ") if joined else [cell]) if n]
+        return [n for n in (cell.split("; ") if joined else [cell]) if n
+                and not (skip and skip in n)]
 
     out = []
     for text in sorted({n for cell in g[column] for n in split(cell)}):
@@ -80,56 +97,124 @@ def status_counts(counts: dict[str, int]) -> str:
                      if s != "nondeterministic" or counts.get(s))
 
 
+@dataclass
+class Findings:
+    """The answer, computed once per build: boards and the comparison with SigPy."""
+
+    boards: list[answer.Board]
+    versus_variants: list[str]
+    versus_rows: list[answer.VersusRow]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, style: Style) -> Findings:
+        return cls(answer.boards(frame, style), *answer.versus_baseline(frame, style))
+
+
 def _section(machine: str, device: str, g: pd.DataFrame, run: Run,
-             chart_files: list[charts.ChartFile], style: Style) -> Section:
-    mine = [c for c in chart_files if c.machine == machine and c.device == device]
+             chart_files: list[charts.ChartFile], library: Library,
+             found: Findings) -> Section:
+    style = library.style
+    mine = {(c.num_threads, c.case, c.kind): c for c in chart_files
+            if c.machine == machine and c.device == device}
+    board_of = {b.num_threads: b for b in found.boards
+                if (b.machine, b.device) == (machine, device)}
+    versus_rows = [r for r in found.versus_rows if (r.machine, r.device) == (machine, device)]
+    versus_variants = [v for v in found.versus_variants if any(r.cells.get(v)
+                                                               for r in versus_rows)]
     blocks = []
     for t in sorted(g["num_threads"].unique()):
         t = int(t)
         sub = g[g["num_threads"] == t]
-        of_t = [c for c in mine if c.num_threads == t]
-        blocks.append(ThreadBlock(
-            num_threads=t, speedup=tables.speedup_table(sub, style=style),
-            geomean=tables.geomean_summary(sub, style=style),
-            bars=sorted((c for c in of_t if c.kind == "bars"),
-                        key=lambda c: style.rank("size", c.size_label)),
-            scaling=next((c for c in of_t if c.kind == "time"), None),
-            memory=next((c for c in of_t if c.kind == "memory"), None)))
-    section = Section(machine, device, run, blocks, tables.case_tables(g, style),
-                      counts=g["status"].value_counts().to_dict())
+        cases = [CaseBlock(case, style.title(case), bars.case_bars(sub, case, style),
+                           mine.get((t, case, "time")), mine.get((t, case, "memory")),
+                           tables.case_table(sub, case, style))
+                 for case in style.order("case", sub["case"])]
+        unseen = [style.title(c.case) for c in cases if c.memory_chart is None]
+        rows = [r for r in versus_rows if r.num_threads == t]
+        blocks.append(ThreadBlock(t, board_of[t], rows, versus_variants if rows else [], cases,
+                                  unseen, answer.board_sentence(board_of[t], style)))
+    section = Section(machine, device, run, blocks, counts=g["status"].value_counts().to_dict())
     section.memory_notes = _grouped_notes(g, "peak_mem_note", style, joined=False)
-    section.notes = _grouped_notes(g, "notes", style)
-    for _, r in g.iterrows():
-        what = md_escape(_describe(r))
-        if r["status"] in ("mismatch", "nondeterministic"):
-            section.mismatches.append(f"{what}: {r['status']}, {md_escape(r['reason'])}"
-                                      if r["status"] != "mismatch"
-                                      else f"{what}: {md_escape(r['reason'])}")
-        elif r["status"] in ("failed", "skipped"):
-            section.failures.append(f"{what}: {r['status']}"
-                                    + (f", {md_escape(r['reason'])}" if r["reason"] else ""))
-        if r["warnings"]:
-            section.noisy.append(f"{what}: {md_escape(r['warnings'])}")
+    section.notes = _grouped_notes(g, "notes", style, skip=tables.THREAD_NOTE)
     return section
 
 
-def sections(library: Library, chart_files: list[charts.ChartFile], gpu: bool) -> list[Section]:
+def sections(library: Library, chart_files: list[charts.ChartFile], gpu: bool,
+             found: Findings | None = None) -> list[Section]:
     """Sections for the CPU page (gpu=False) or the GPU page (every non-CPU device)."""
     frame = library.frame
     if frame.empty:
         return []
+    found = found or Findings.of(frame, library.style)
     frame = frame[(frame["device"] != "cpu") if gpu else (frame["device"] == "cpu")]
     by_id = {r.run_id: r for r in library.shown}
     style = library.style
     groups = sorted(frame.groupby(["machine", "device"], sort=True),
                     key=lambda item: (item[0][0], style.rank("device", item[0][1])))
     return [_section(str(machine), str(device), g, by_id[g["run_id"].iloc[0]], chart_files,
-                     style) for (machine, device), g in groups]
+                     library, found) for (machine, device), g in groups]
+
+
+# ----------------------------------------------------------------------------- environment
+
+def cpu_description(machine: Machine) -> str:
+    """`AMD EPYC (AuthenticAMD family 23 model 1), 2 cores, x86_64`."""
+    extra = machine.extra
+    ids = [str(extra[k]) for k in ("cpu_vendor",) if extra.get(k)]
+    ids += [f"{label} {extra[k]}" for label, k in (("family", "cpu_family"),
+                                                   ("model", "cpu_model_number"))
+            if extra.get(k) not in (None, "")]
+    text = machine.cpu_model or "?"
+    if ids:
+        text += f" ({' '.join(ids)})"
+    text += f", {machine.cores or '?'} cores"
+    if machine.logical_cpus and machine.cores and machine.logical_cpus != machine.cores:
+        text += f" of {machine.logical_cpus} logical CPUs"
+    if machine.arch:
+        text += f", {machine.arch}"
+    return text
+
+
+def vm_description(machine: Machine) -> str:
+    """`yes (KVM; CPU flag 'hypervisor')`, `no`, or `not recorded` for older runs."""
+    extra = machine.extra
+    if "virtual_machine" not in extra:
+        return "not recorded in this run"
+    vm = extra.get("virtual_machine")
+    if vm is None:
+        return "unknown"
+    if not vm:
+        return "no"
+    why = "; ".join(str(v) for v in (extra.get("hypervisor"),
+                                     extra.get("virtualization_evidence")) if v)
+    return "yes" + (f" ({why})" if why else "") + ": a shared host adds noise"
+
+
+def machine_line(run: Run) -> str:
+    """One line for a device page: CPU, cores, virtual machine."""
+    machine = run.meta.machine
+    if machine is None:
+        return "Machine: not recorded."
+    return md_escape(f"CPU: {cpu_description(machine)}; virtual machine: "
+                     f"{vm_description(machine)}.")
+
+
+def guard_text(guard: dict) -> str:
+    """The runner's guard in words: groups measured again, unstable ones, reference scaling."""
+    parts = []
+    if "remeasured_groups" in guard or "unstable_groups" in guard:
+        parts.append(f"{guard.get('remeasured_groups', 0)} group(s) measured again, "
+                     f"{guard.get('unstable_groups', 0)} left unstable")
+    speedup = (guard.get("reference_scaling") or {}).get("speedup") or {}
+    if isinstance(speedup, dict) and speedup:
+        parts.append("reference matmul " + ", ".join(
+            f"{float(v):.2f}× as fast with {k} threads" for k, v in speedup.items()))
+    return "; ".join(parts) or "on"
 
 
 def environment(run: Run) -> list[tuple[str, str]]:
     """The rows of a run's environment table: what a reader needs to judge and reproduce it.
-    Values are Markdown, safe inside a table cell."""
+    Values are Markdown, safe inside a table cell; no absolute path is shown."""
     m = run.meta
     machine = m.machine
     rows = [("run", md_escape(run.run_id) + (" (**partial**: interrupted)" if run.partial
@@ -139,9 +224,9 @@ def environment(run: Run) -> list[tuple[str, str]]:
     if machine is None:
         rows.append(("machine", "?"))
     else:
-        cpu = f"{machine.cpu_model or '?'}, {machine.cores or '?'} cores" + (
-            f" ({machine.arch})" if machine.arch else "")
-        rows += [("machine", md_escape(machine.label)), ("CPU", md_escape(cpu)),
+        rows += [("machine", md_escape(machine.label)),
+                 ("CPU", md_escape(cpu_description(machine))),
+                 ("virtual machine", md_escape(vm_description(machine))),
                  ("memory", format_bytes(machine.memory_bytes, missing="?")),
                  ("OS", md_escape(machine.os or "?"))]
     rows.append(("GPU", md_escape("; ".join(
@@ -152,25 +237,45 @@ def environment(run: Run) -> list[tuple[str, str]]:
                                        or "?")))
     dirty = " **dirty** (see patch.diff in the run directory)" if m.git_dirty else " clean"
     rows.append(("git", md_code((m.git_sha or "unknown")[:12]) + dirty))
-    rows.append(("command", md_code(m.command or "?")))
-    rows.append(("settings", md_escape(", ".join(f"{k}={json.dumps(v)}"
-                                                 for k, v in m.settings.items()) or "?")))
+    rows.append(("command", md_code(public_text(m.command or "?"))))
+    if m.rounds:
+        rows.append(("rounds", str(m.rounds)))
+    if m.hash_seed is not None:
+        rows.append(("hash seed", str(m.hash_seed)))
+    if m.guard:
+        rows.append(("environment guard", md_escape(guard_text(m.guard))))
+    rows.append(("settings", md_escape(public_text(", ".join(
+        f"{k}={json.dumps(v)}" for k, v in m.settings.items()) or "?"))))
     return rows
 
 
+# ----------------------------------------------------------------------------- writing
+
+
 def write_result_pages(library: Library, site: Site) -> list[charts.ChartFile]:
-    """Charts, tables, CSV and the overview, CPU and GPU pages; returns the charts drawn."""
+    """Charts, tables, CSV, the answer snippet and the overview, CPU and GPU pages; returns
+    the charts drawn."""
     chart_files = charts.render_charts(library.frame, site, library.style)
     to_csv(library.frame, site.asset("results.csv"))
-    cpu, gpu = sections(library, chart_files, gpu=False), sections(library, chart_files, gpu=True)
     frame = library.frame
+    style = library.style
+    findings = Findings.of(frame, style)
+    cpu = sections(library, chart_files, gpu=False, found=findings)
+    gpu = sections(library, chart_files, gpu=True, found=findings)
     counts = frame["status"].value_counts().to_dict() if not frame.empty else {}
+    found = dict(boards=findings.boards,
+                 sentences=answer.sentences(frame, findings.boards, style),
+                 versus_variants=findings.versus_variants, versus_rows=findings.versus_rows)
     common = dict(library=library, how_to_cpu=HOW_TO_CPU, how_to_gpu=HOW_TO_GPU,
-                  status_counts=status_counts)
-    site.page("index.md", "index.md.j2", cpu=cpu, gpu=gpu,
-              headline=tables.headline(frame, style=library.style) if not frame.empty else None,
-              counts=counts, environments=[(r, environment(r)) for r in library.shown],
-              **common)
-    site.page("cpu.md", "device.md.j2", sections=cpu, kind="cpu", title="CPU results", **common)
-    site.page("gpu.md", "device.md.j2", sections=gpu, kind="gpu", title="GPU results", **common)
+                  status_counts=status_counts, links=site.links(), style=style)
+    site.snippet(ANSWER_SNIPPET, "answer.md.j2", base="benchmarks/", home=True, **found,
+                 **common)
+    site.page("index.md", "index.md.j2", cpu=cpu, gpu=gpu, counts=counts,
+              noisy=int((frame["warnings"] != "").sum()) if not frame.empty else 0,
+              environments=[(r, environment(r)) for r in library.shown], base="", home=False,
+              **found, **common)
+    site.page("cpu.md", "device.md.j2", sections=cpu, kind="cpu", title="CPU results",
+              machine_line=machine_line, **common)
+    site.page("gpu.md", "device.md.j2", sections=gpu, kind="gpu", title="GPU results",
+              machine_line=machine_line, **common)
     return chart_files

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench_suite.profile_format import load_profile
 from reportgen.load import ARCHIVE, Library
-from reportgen.site import Site
+from reportgen.site import Site, public_text
 from reportgen.style import DEFAULT, Style
 
 PAGE = "profiles.md"
@@ -26,6 +26,11 @@ SIZE_LABEL = "medium"
 VARIANTS = ("torchlinops", "torchlinops-linop")
 TOP_N = 10
 TRACE_NAMES = ("trace.json.gz", "trace.json")
+# Every file `linop-bench profile` writes, as (file name, what the page calls it), in page order.
+FILES = (("trace.json.gz", "trace"), ("trace.json", "trace"), ("ops.txt", "operator table"),
+         ("profile.json.gz", "events (reloadable)"), ("meta.json", "settings and digest"),
+         ("python.txt", "Python profile"))
+CUT_NOTE = "holds the first"  # profile_cmd's note for a trace cut after N events, not whole steps
 
 
 @dataclass
@@ -48,6 +53,13 @@ class ProfileEntry:
     ops_link: str | None
     step_ms: tuple[float, float, float] | None  # one profiled call: (min, median, max) ms
     notes: list[str] = field(default_factory=list)
+    files: list[tuple[str, str, str]] = field(default_factory=list)  # (label, name, link)
+
+    @property
+    def cut(self) -> bool:
+        """The trace holds the first N events rather than whole steps (recorded before
+        --max-events kept whole steps): it shows a fragment of one call."""
+        return any(CUT_NOTE in n for n in self.notes)
 
     @property
     def case(self) -> str:
@@ -114,22 +126,25 @@ def collect_profiles(profiles_dir: Path, site: Site | None = None,
                 continue
             ops, step_ms = _summarise(path, meta)
         except (ValueError, KeyError, TypeError, OSError) as e:
-            problems.append(f"{path.name}: {e}")
+            problems.append(public_text(f"{path.name}: {e}"))
             continue
         trace_link = ops_link = None
+        files: list[tuple[str, str, str]] = []
         if site is not None:
-            trace = next((path / n for n in TRACE_NAMES if (path / n).exists()), None)
-            if trace is not None:
-                target = site.asset(f"{ASSETS}/{path.name}.{trace.name}")
-                shutil.copyfile(trace, target)
-                trace_link = site.link(target)
-            if (path / "ops.txt").exists():
-                target = site.asset(f"{ASSETS}/{path.name}.ops.txt")
-                shutil.copyfile(path / "ops.txt", target)
-                ops_link = site.link(target)
+            for name, label in FILES:
+                if not (path / name).is_file():
+                    continue
+                target = site.asset(f"{ASSETS}/{path.name}.{name}")
+                shutil.copyfile(path / name, target)
+                files.append((label, name, site.link(target)))
+                if name in TRACE_NAMES and trace_link is None:
+                    trace_link = site.link(target)
+                if name == "ops.txt":
+                    ops_link = site.link(target)
         entries.append(ProfileEntry(name=path.name, meta=meta, ops=ops, trace_link=trace_link,
                                     ops_link=ops_link, step_ms=step_ms,
-                                    notes=[str(n) for n in meta.get("notes", [])]))
+                                    notes=[str(n) for n in meta.get("notes", [])],
+                                    files=files))
     entries.sort(key=lambda e: (style.rank("case", e.case), style.rank("direction", e.direction),
                                 variants.index(e.variant) if e.variant in variants
                                 else len(variants)))
@@ -161,10 +176,11 @@ def _group(entries: list[ProfileEntry]) -> list[tuple[str, list[tuple[str, list[
 
 
 def write_profiles_page(library: Library, profiles_dir: Path, site: Site) -> Path:
-    """Render profiles.md (and copy the traces it links); returns its path."""
+    """Render profiles.md (and copy every profile file it links); returns its path."""
     entries, problems = collect_profiles(Path(profiles_dir), site, style=library.style)
     run_id, instructions = newest_instructions(library)
     return site.page(PAGE, "profiles.md.j2", groups=_group(entries), entries=entries,
                      problems=problems, size_label=SIZE_LABEL, variants=VARIANTS, top_n=TOP_N,
-                     profiles_dir=Path(profiles_dir).as_posix(), instructions=instructions,
+                     profiles_dir=public_text(Path(profiles_dir).as_posix()),
+                     instructions=instructions,
                      instructions_run=run_id)

@@ -1,10 +1,13 @@
-"""Markdown tables from the tidy frame: per-case statistics and speedups relative to SigPy.
+"""Per-case statistics tables: every record of one case on one board (machine, device, threads),
+with what makes its number trustworthy in the same row.
 
-Numbers are trimmed to the significant figures the samples support, as torch.utils.benchmark's
-Compare does (`bench_suite.stats.significant_figures`, with a floor of 2 figures), and one time
-unit is chosen per table from its smallest median. A mismatch (result over tolerance) is flagged
-in the row, never hidden. A record's noise warnings (stats' rule, recomputed from its samples)
-put ⚠ in the noise column; its notes are facts, not noise, and are listed apart.
+Each row writes its median in its own unit with its 95% confidence interval on the same grid
+(`reportgen.numbers.time_interval`: the median can never print outside its interval), 2-3
+significant figures as the samples support (torch.utils.benchmark's estimate); the noise column
+gives IQR / median with the quartiles in a tooltip and ⚠ exactly when stats' noise rule warned;
+validation (relative error against the reference, with the tolerance) and the status are always
+shown. Notes (a single-threaded library, a fallback, a slowdown with more threads, a failure's
+reason) are numbered in the row, with their text in a tooltip and listed under the table.
 """
 
 from __future__ import annotations
@@ -12,22 +15,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from bench_suite import stats
-from bench_suite.formatting import (
-    format_bytes,
-    format_ratio,
-    format_sigfig,
-    geometric_mean,
-    md_escape,
-    time_unit,
-)
+from bench_suite.formatting import format_bytes, md_escape
+from reportgen.numbers import attr, time_interval
 from reportgen.style import DEFAULT, Style
 
-BASELINE = "sigpy"
-MIN_SIGFIGS = 2
+THREAD_NOTE = "slower with"  # the derived thread-anomaly notes (analysis.with_thread_notes)
+NO_RISE = ("none seen", "no rise of the peak was seen: below what this probe can see (the "
+           "process high-water mark does not rise when freed pages are reused)")
 
 
 @dataclass
@@ -37,23 +34,38 @@ class Table:
     title: str
     headers: list[str]
     rows: list[list[str]]
-    unit: str = ""
-    notes: list[str] = field(default_factory=list)
-    flagged: bool = False  # holds a mismatch or a failure: shown expanded
+    notes: list[str] = field(default_factory=list)  # numbered, as in the rows
+    flagged: bool = False  # holds a record that is not ok
+    align: tuple[str, ...] = ()  # "l" / "r" per column
 
     @property
     def markdown(self) -> str:
         def cell(text: str) -> str:
             return str(text).replace("\n", " ")
 
+        align = self.align or ("l",) * len(self.headers)
         lines = ["| " + " | ".join(cell(h) for h in self.headers) + " |",
-                 "|" + "|".join("---:" if h.startswith(("median", "IQR", "peak", "runs", "×"))
-                                else "---" for h in self.headers) + "|"]
+                 "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
         lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in self.rows]
         return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------- per-case tables
+class Notes:
+    """Numbered notes of one table: the same text keeps its number."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def mark(self, text: str, warn: bool = False) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        n = self.texts.index(text) + 1
+        kind = "lb-warn" if warn else "lb-note"
+        sign = "⚠" if warn else ""
+        return f'<sup class="{kind}" title="{attr(text)}">{sign}{n}</sup>'
+
+    def listed(self) -> list[str]:
+        return [f"<sup>{i}</sup> {md_escape(t)}" for i, t in enumerate(self.texts, 1)]
 
 
 def _sorted(df: pd.DataFrame, style: Style) -> pd.DataFrame:
@@ -67,157 +79,92 @@ def _sorted(df: pd.DataFrame, style: Style) -> pd.DataFrame:
         columns=[f"_{k}" for k in keys])
 
 
-def _status_cell(row: pd.Series) -> str:
+def _figures(times: list[float]) -> int:
+    return stats.significant_figures(times) if len(times) else 2
+
+
+def median_cells(row: pd.Series) -> tuple[str, str]:
+    """(median, interval) of a timed record, on one grid and in the row's own unit."""
+    if not (row["median"] > 0):
+        return "—", "—"
+    if not (math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])):
+        iv = time_interval(row["median"], row["median"], row["median"], _figures(row["times"]))
+        return iv.with_unit, "—"
+    iv = time_interval(row["median"], row["ci_low"], row["ci_high"], _figures(row["times"]))
+    return iv.with_unit, f"{iv.range} {iv.unit}"
+
+
+def noise_cell(row: pd.Series) -> str:
+    """IQR / median, the quartiles and sample count in a tooltip; ⚠ exactly when stats' noise
+    rule warned about these samples."""
+    if not (row["median"] > 0) or not math.isfinite(row["iqr"]):
+        return ""
+    share = 100 * row["iqr"] / row["median"]
+    tip = f"IQR {share:.1f}% of the median"
+    if math.isfinite(row["q1"]) and math.isfinite(row["q3"]):
+        iv = time_interval(row["median"], row["q1"], row["q3"], 3)
+        tip = f"IQR {iv.range} {iv.unit} ({share:.1f}% of the median)"
+    tip += f", {row['num_runs']} samples"
+    if row["warnings"]:
+        tip += ". " + row["warnings"]
+    text = f"{share:.0f}%"
+    return (f'<span class="lb-noisy" title="{attr(tip)}">⚠ {text}</span>' if row["warnings"]
+            else f'<span title="{attr(tip)}">{text}</span>')
+
+
+def error_cell(row: pd.Series) -> str:
+    if math.isfinite(row["rel_error"]) and math.isfinite(row["tolerance"]):
+        return f"{row['rel_error']:.1e} ({row['tolerance']:.0e})"
+    return "—"
+
+
+def status_cell(row: pd.Series, notes: Notes) -> str:
+    """The status in words; a reason (failed, skipped, mismatch) as a numbered note."""
     status = row["status"]
     if status == "ok":
         return "ok"
-    if status == "mismatch":
-        return "**⚠ MISMATCH**"
-    return f"{status}: {md_escape(row['reason'])}" if row["reason"] else status
+    reason = notes.mark(f"{status}: {row['reason']}", warn=True) if row["reason"] else ""
+    return f"**{status}**{reason}"
 
 
-def _noise_cell(row: pd.Series) -> str:
-    """IQR / median, with ⚠ exactly when stats' noise rule warned about these samples."""
-    if not (row["median"] > 0) or not math.isfinite(row["iqr"]):
-        return ""
-    text = f"{100 * row['iqr'] / row['median']:.0f}%"
-    return f"⚠ {text}" if row["warnings"] else text
+def memory_cell(row: pd.Series) -> str:
+    """Peak memory: the device allocator's peak on a GPU, the rise of the host high-water mark
+    on the CPU, where a zero rise is below what that probe can see, not a failure."""
+    column = "peak_mem_bytes" if row["device"] != "cpu" else "peak_mem_delta_bytes"
+    value = row[column]
+    if row["device"] == "cpu" and value == 0:
+        return f'<span title="{attr(NO_RISE[1])}">{NO_RISE[0]}</span>'
+    return format_bytes(value)
+
+
+HEADERS = ["size · dir.", "variant", "median", "95% CI", "noise", "rel. error (tol.)",
+           "status", "peak mem"]
+ALIGN = ("l", "l", "r", "r", "r", "r", "l", "r")
 
 
 def case_table(df: pd.DataFrame, case: str, style: Style = DEFAULT) -> Table:
-    """One case on one machine and device: every size x direction x threads x variant."""
+    """One case on one board: every size x direction x variant."""
     c = _sorted(df[df["case"] == case], style)
-    timed = c[c["median"] > 0]
-    unit, scale = time_unit(float(timed["median"].min()) if not timed.empty else 1.0)
-    headers = ["size", "direction", "threads", "variant", f"median ({unit})", f"IQR ({unit})",
-               f"{stats.CI_LEVEL * 100:g}% CI ({unit})", "peak mem", "runs", "noise (IQR/median)",
-               "rel. error (tol.)", "status"]
-    rows, notes = [], []
+    notes = Notes()
+    rows = []
     for _, r in c.iterrows():
-        mismatch = r["status"] == "mismatch"
-        variant = f"**{r['variant']}**" if mismatch else r["variant"]
-        if r["median"] > 0:
-            # torch's estimate, but never one figure: "4000" for a median of 4.2 ms with a CI
-            # of 4.1-4.5 ms reads as a contradiction.
-            n = max(stats.significant_figures(r["times"]) if r["times"] else 2, MIN_SIGFIGS)
-            median = format_sigfig(r["median"], scale, n)
-            iqr = format_sigfig(r["iqr"], scale, 2)
-            ci = (f"{format_sigfig(r['ci_low'], scale, n + 1)} – "
-                  f"{format_sigfig(r['ci_high'], scale, n + 1)}"
-                  if math.isfinite(r["ci_low"]) and math.isfinite(r["ci_high"]) else "—")
-        else:
-            median = iqr = ci = "—"
-        mem_col = "peak_mem_bytes" if r["device"] != "cpu" else "peak_mem_delta_bytes"
-        err = (f"{r['rel_error']:.1e} ({r['tolerance']:.0e})" if math.isfinite(r["rel_error"])
-               and math.isfinite(r["tolerance"]) else "—")
-        rows.append([r["size_label"], r["direction"], str(r["num_threads"]), variant, median,
-                     iqr, ci, format_bytes(r[mem_col]), str(r["num_runs"]) if r["num_runs"]
-                     else "—", _noise_cell(r), err, _status_cell(r)])
-        if r["warnings"]:
-            notes.append(f"{r['size_label']} {r['direction']} {r['variant']} "
-                         f"t{r['num_threads']}: {md_escape(r['warnings'])}")
-    return Table(title=style.title(case), headers=headers, rows=rows, unit=unit, notes=notes,
-                 flagged=bool((c["status"] != "ok").any()))
+        variant = md_escape(r["variant"])
+        if r["status"] != "ok":
+            variant = f"**{variant}**"
+        median, interval = median_cells(r)
+        for note in (n for n in r["notes"].split("; ") if n):
+            if THREAD_NOTE in note:
+                median += notes.mark(note, warn=True)  # flagged where the number is
+            else:
+                variant += notes.mark(note)
+        rows.append([f"{r['size_label']} · {style.title(r['direction'])}", variant, median,
+                     interval, noise_cell(r), error_cell(r), status_cell(r, notes),
+                     memory_cell(r)])
+    headers = [h.replace("95%", f"{stats.CI_LEVEL * 100:g}%") for h in HEADERS]
+    return Table(title=style.title(case), headers=headers, rows=rows, notes=notes.listed(),
+                 flagged=bool((c["status"] != "ok").any()), align=ALIGN)
 
 
 def case_tables(df: pd.DataFrame, style: Style = DEFAULT) -> list[Table]:
-    """One table per case present in `df` (one machine and device)."""
+    """One table per case present in `df` (one board)."""
     return [case_table(df, case, style) for case in style.order("case", df["case"])]
-
-
-# ----------------------------------------------------------------------------- speedups
-
-
-def speedups(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """Baseline time / variant time per machine, device, threads, case, direction and size.
-
-    Only records with status ok on both sides give a ratio; otherwise `speedup` is NaN and
-    `status` / `base_status` say why (a missing baseline has base_status "missing").
-    """
-    keys = ["machine", "device", "num_threads", "case", "direction", "size_label"]
-    base = df[df["variant"] == baseline][keys + ["status", "median"]].rename(
-        columns={"median": "base_median", "status": "base_status"})
-    others = df[df["variant"] != baseline][keys + ["variant", "status", "median"]]
-    merged = others.merge(base, on=keys, how="left")
-    merged["base_status"] = merged["base_status"].fillna("missing")
-    good = ((merged["status"] == "ok") & (merged["median"] > 0)
-            & (merged["base_status"] == "ok") & (merged["base_median"] > 0))
-    merged["speedup"] = np.where(good, merged["base_median"] / merged["median"].where(good),
-                                 np.nan)
-    return merged
-
-
-def _speedup_cell(row: pd.Series | None, baseline: str) -> str:
-    if row is None:
-        return ""
-    if row["base_status"] != "ok":
-        return f"— ({baseline} {row['base_status']})"
-    if row["status"] == "mismatch":
-        return "**⚠ mismatch**"
-    if row["status"] != "ok":
-        return str(row["status"])
-    return format_ratio(row["speedup"])
-
-
-def speedup_table(df: pd.DataFrame, baseline: str = BASELINE,
-                  style: Style = DEFAULT) -> Table | None:
-    """Rows case/direction/size, one column per variant, then the geometric mean.
-
-    `df` holds one machine, device and thread setting; None when there is no baseline to divide.
-    """
-    s = speedups(df, baseline)
-    if s.empty:
-        return None
-    variants = style.order("variant", s["variant"])
-    headers = ["case", "direction", "size"] + [f"× {v}" for v in variants]
-    rows = []
-    cells_of = {key: {r["variant"]: r for _, r in g.iterrows()}
-                for key, g in s.groupby(["case", "direction", "size_label"])}
-    for case in style.order("case", s["case"]):
-        for direction in style.order("direction", s["direction"]):
-            for size in style.order("size", s["size_label"]):
-                by_variant = cells_of.get((case, direction, size))
-                if not by_variant:
-                    continue
-                rows.append([case, direction, size] + [
-                    _speedup_cell(by_variant.get(v), baseline) for v in variants])
-    means = []
-    for v in variants:
-        vals = s[s["variant"] == v]["speedup"].dropna()
-        means.append(f"**{format_ratio(geometric_mean(vals))}** (n={len(vals)})"
-                     if len(vals) else "—")
-    rows.append(["**geometric mean**", "", ""] + means)
-    return Table(title=f"speedup over {baseline}", headers=headers, rows=rows,
-                 notes=[f"{baseline} time / variant time: above 1× the variant is faster. "
-                        "Only pairs where both results passed validation count."])
-
-
-def geomean_summary(df: pd.DataFrame, baseline: str = BASELINE,
-                    style: Style = DEFAULT) -> list[str]:
-    """`variant 1.23× (n=12)` per variant: geometric-mean speedup over the validated pairs."""
-    s = speedups(df, baseline)
-    s = s[s["speedup"].notna()]
-    return [f"{v} **{format_ratio(geometric_mean(s[s['variant'] == v]['speedup']))}** "
-            f"(n={int((s['variant'] == v).sum())})"
-            for v in style.order("variant", s["variant"])]
-
-
-def headline(df: pd.DataFrame, baseline: str = BASELINE, style: Style = DEFAULT) -> Table | None:
-    """Geometric-mean speedup over the baseline per machine, device and threads."""
-    s = speedups(df, baseline)
-    s = s[s["speedup"].notna()]
-    if s.empty:
-        return None
-    variants = style.order("variant", s["variant"])
-    headers = ["machine", "device", "threads"] + [f"× {v}" for v in variants]
-    rows = []
-    for (machine, device, threads), g in s.groupby(["machine", "device", "num_threads"]):
-        cells = []
-        for v in variants:
-            vals = g[g["variant"] == v]["speedup"]
-            cells.append(f"{format_ratio(geometric_mean(vals))} (n={len(vals)})"
-                         if len(vals) else "—")
-        rows.append([str(machine), str(device), str(threads)] + cells)
-    return Table(title="headline speedups", headers=headers, rows=rows,
-                 notes=[f"Geometric mean over cases, directions and sizes of {baseline} time / "
-                        "variant time; n = number of validated pairs."])

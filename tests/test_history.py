@@ -201,7 +201,7 @@ def test_a_machine_named_history_keeps_its_device_charts(tmp_path, capsys):
     cpu = (docs / "benchmarks" / "cpu.md").read_text()
     images = [line.split("](")[1].rstrip(")") for line in cpu.splitlines()
               if line.startswith("![")]
-    assert any("history-lab-cpu-bars" in i for i in images)
+    assert any("history-lab-cpu-t1-" in i for i in images)
     assert all((docs / "benchmarks" / i).is_file() for i in images), images
     assert foreign.read_text() == "<svg/>"
 
@@ -218,13 +218,13 @@ def test_history_and_cpu_pages_use_the_same_colour_per_variant(tmp_path):
     (group,) = group_runs(history_runs(library), library.style)
     fig = history.chart_case(group, "nufft2d", series(group, 0.05, 0.01), library.style)
     history_colours = {line.get_label(): line.get_color() for line in fig.axes[0].lines}
-    bars = charts.bar_chart(library.frame[library.frame["size_label"] == "small"],
-                            style=library.style)
-    legend = bars.axes[0].get_legend()
-    cpu_colours = {t.get_text(): h.get_facecolor()
+    scaling = charts.scaling_chart(library.frame[library.frame["case"] == "nufft2d"],
+                                   style=library.style)
+    legend = scaling.legends[0]
+    cpu_colours = {t.get_text(): h.get_color()
                    for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)
                    if t.get_text() in variants}
     assert set(history_colours) == set(variants)
     for v in variants:
-        assert to_rgba(history_colours[v]) == cpu_colours[v], v
+        assert to_rgba(history_colours[v]) == to_rgba(cpu_colours[v]), v
     assert history_colours["torchlinops"] == "#1f77b4" and history_colours["sigpy"] == "#ff7f0e"

@@ -87,17 +87,19 @@ def test_profiles_torch_variant_after_warmup(tmp_path):
     assert not (out / "python.txt").exists()
 
 
-def test_max_events_trims_files_but_not_the_summary(tmp_path):
+def test_max_events_keeps_whole_steps_but_the_summary_covers_everything(tmp_path):
     out = tmp_path / "t"
     assert main(_args(out, "--steps", "3", "--max-events", "4")) == 0
     meta = json.loads((out / "meta.json").read_text())
     loaded = load_profile(out / "profile.json.gz")
-    assert len(loaded.rows) == 4 and loaded.meta["trimmed"]["kept"] == 4
-    assert meta["summary"]["events"] > 4 and meta["summary"]["steps"] == 3
-    assert len(meta["summary"]["call_us"]) == 3
-    assert any("first 4" in n for n in meta["notes"])
+    kept = loaded.meta["trimmed"]
+    assert len(loaded.steps()) == 1 and kept["steps"] == loaded.steps()  # one whole step
+    assert kept["kept"] == len(loaded.rows) < kept["of"] == meta["summary"]["events"]
+    assert meta["summary"]["steps"] == 3 and len(meta["summary"]["call_us"]) == 3
+    assert any(f"whole step {kept['steps'][0]}" in n for n in meta["notes"])
     trace = json.loads((out / "trace.json").read_text())
-    assert len([e for e in trace["traceEvents"] if e.get("ph") != "M"]) == 4
+    names = {e["name"] for e in trace["traceEvents"] if e.get("ph") != "M"}
+    assert {n for n in names if n.startswith("Step#")} == {f"Step#{kept['steps'][0]}"}
 
 
 def test_gzip_trace(tmp_path):

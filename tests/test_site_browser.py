@@ -1,26 +1,24 @@
-"""Every built page in real headless Chromium: images decode, no console errors, tables present.
+"""Every built page in real headless Chromium (Playwright), at 1366 px and at 390 px.
 
-Chromium is driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: JSON messages
-separated by NUL bytes on file descriptors 3 and 4), so the test needs only the standard library.
-It skips when Chromium is missing, except under CI (CI=true), where that is a failure.
+Checked on each page: no console error, images decode, every same-site link resolves, the page
+never scrolls sideways (only a table container may), the statistics tables show their status and
+validation columns at 1366 px, chart text is at least 9 px on screen, and the site works when
+opened from disk (file://). Playwright drives the system Chromium when there is one, else its own
+(`playwright install chromium`); without either the test skips, except under CI (CI=true).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
-import json
 import os
-import select
+import re
 import shutil
-import subprocess
 import sys
 import threading
-import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -29,25 +27,49 @@ import sitebuild  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--remote-debugging-pipe"]
-TIMEOUT = 30.0
+WIDTHS = {"desktop": (1366, 768), "phone": (390, 844)}
+MIN_TEXT_PX = 9.0
 
-# Runs in the page: wait until every <img> has finished loading, then report what the DOM holds.
+# Runs in the page once every image has loaded: what the checks below need from the layout.
 PROBE = """
-(async () => {
+async () => {
   const imgs = Array.from(document.images);
   await Promise.all(imgs.map(img => img.complete ? null : new Promise(done => {
     img.addEventListener('load', done); img.addEventListener('error', done);
   })));
-  return JSON.stringify({
+  const wide = document.documentElement.scrollWidth;
+  // Wide content may scroll inside its own container (a table, a code block), never the page.
+  const inScroller = el => {
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) return true;
+    }
+    return false;
+  };
+  const overflowing = Array.from(document.querySelectorAll('article *'))
+    .filter(el => el.getBoundingClientRect().right > innerWidth + 1 && !inScroller(el)
+            && el.getBoundingClientRect().width > 0)
+    .map(el => el.tagName + '.' + el.className).slice(0, 5);
+  const tables = Array.from(document.querySelectorAll('article .md-typeset__scrollwrap'))
+    .map(wrap => {
+      const box = wrap.getBoundingClientRect();
+      const heads = Array.from(wrap.querySelectorAll('th')).map(th => {
+        const r = th.getBoundingClientRect();
+        return [th.textContent.trim(), r.left >= box.left - 1 && r.right <= box.right + 1];
+      });
+      return heads;
+    });
+  return {
     title: document.title,
-    images: imgs.map(img => [img.getAttribute('src'), img.naturalWidth]),
-    tables: document.querySelectorAll('article table').length,
+    scrollWidth: wide, innerWidth: innerWidth, overflowing: overflowing,
+    images: imgs.map(img => [img.getAttribute('src'), img.naturalWidth,
+                             img.getBoundingClientRect().width]),
+    links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+    tables: tables,
+    barText: Array.from(document.querySelectorAll('.lb-card'))
+      .map(el => parseFloat(getComputedStyle(el).fontSize)),
     headings: document.querySelectorAll('article h1').length,
-  });
-})()
+  };
+}
 """
 
 
@@ -59,124 +81,32 @@ def find_chromium() -> str | None:
     return None
 
 
-class Browser:
-    """A minimal DevTools-protocol client over Chromium's debugging pipe."""
-
-    def __init__(self, exe: str, profile: Path):
-        child_in, self._to_child = os.pipe()
-        self._from_child, child_out = os.pipe()
-        # Move the child's ends above 9 so `3<&` / `4>&` cannot clobber one with the other.
-        child_in, child_out = (_high_fd(fd) for fd in (child_in, child_out))
-        # Chromium reads commands on fd 3 and writes replies on fd 4; bash puts them there
-        # (dash cannot redirect from descriptors above 9).
-        self.proc = subprocess.Popen(
-            [shutil.which("bash") or "/bin/bash", "-c",
-             f'exec "$0" "$@" 3<&{child_in} 4>&{child_out}', exe, *FLAGS,
-             f"--user-data-dir={profile}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(child_in, child_out))
-        os.close(child_in)
-        os.close(child_out)
-        self._buf = b""
-        self._next_id = 0
-        self.events: list[dict[str, Any]] = []
-        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = self.call("Target.attachToTarget",
-                                 {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Runtime", "Log", "Page"):
-            self.call(f"{domain}.enable", session=True)
-
-    def _read_message(self, deadline: float) -> dict[str, Any]:
-        while b"\0" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no reply from Chromium")
-            ready, _, _ = select.select([self._from_child], [], [], left)
-            if ready:
-                chunk = os.read(self._from_child, 1 << 20)
-                if not chunk:
-                    raise RuntimeError("Chromium closed the debugging pipe")
-                self._buf += chunk
-        raw, self._buf = self._buf.split(b"\0", 1)
-        return json.loads(raw)
-
-    def call(self, method: str, params: dict | None = None, session: bool = False) -> dict:
-        self._next_id += 1
-        msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
-        if session:
-            msg["sessionId"] = self.session
-        os.write(self._to_child, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            reply = self._read_message(deadline)
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-            self.events.append(reply)
-
-    def wait_for(self, method: str) -> dict:
-        deadline = time.monotonic() + TIMEOUT
-        for i, event in enumerate(self.events):
-            if event.get("method") == method:
-                return self.events.pop(i)
-        while True:
-            event = self._read_message(deadline)
-            if event.get("method") == method:
-                return event
-            self.events.append(event)
-
-    def visit(self, url: str) -> tuple[dict[str, Any], list[str]]:
-        """Load `url`; return the probe's findings and the console / log errors seen."""
-        self.events.clear()
-        self.call("Page.navigate", {"url": url}, session=True)
-        self.wait_for("Page.loadEventFired")
-        result = self.call("Runtime.evaluate", {"expression": PROBE, "awaitPromise": True,
-                                                "returnByValue": True}, session=True)
-        time.sleep(0.2)  # let late console messages arrive
-        self.call("Runtime.evaluate", {"expression": "0"}, session=True)
-        return json.loads(result["result"]["value"]), _errors(self.events)
-
-    def close(self) -> None:
-        with contextlib.suppress(RuntimeError, TimeoutError, OSError):
-            self.call("Browser.close")
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self._to_child)
-        os.close(self._from_child)
-
-
-def _high_fd(fd: int) -> int:
-    high = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
-    os.close(fd)
-    return high
-
-
-def _errors(events: list[dict[str, Any]]) -> list[str]:
-    out = []
-    for e in events:
-        method, params = e.get("method"), e.get("params", {})
-        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            out.append("console: " + " ".join(str(a.get("value", a.get("description")))
-                                              for a in params.get("args", [])))
-        elif method == "Runtime.exceptionThrown":
-            out.append("exception: " + params.get("exceptionDetails", {}).get("text", ""))
-        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
-            entry = params["entry"]
-            out.append(f"log: {entry.get('text')} {entry.get('url', '')}")
-    return out
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{why}: required under CI")
+    pytest.skip(why)
 
 
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    exe = find_chromium()
-    if exe is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Chromium is required under CI (apt-get install chromium)")
-        pytest.skip("Chromium not installed (apt-get install chromium); set CI=true to require it")
-    return exe
+def browser():
+    try:
+        from playwright.sync_api import Error, sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (pip install -e '.[dev]')")
+    with sync_playwright() as p:
+        exe = find_chromium()
+        try:
+            chromium = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        except Error as e:
+            _unavailable(f"no Chromium to drive ({str(e).splitlines()[0]}); apt-get install "
+                         "chromium or playwright install chromium")
+        yield chromium
+        chromium.close()
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -192,44 +122,115 @@ def served_site():
     server.server_close()
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
+def visit(page, url: str) -> tuple[dict[str, Any], list[str]]:
+    """Load `url`; the probe's findings and the console errors and failed requests seen."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error"
+            else None)
+    page.on("pageerror", lambda e: errors.append(f"exception: {e}"))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    response = page.goto(url, wait_until="load")
+    assert response is None or response.ok, f"{url}: {response.status}"
+    return page.evaluate(PROBE), errors
 
 
-def test_every_page_loads_images_without_console_errors(chromium, served_site, tmp_path):
+def svg_text_sizes(path: Path) -> tuple[float, float]:
+    """(smallest font size, width) of a matplotlib SVG, both in its user units (points)."""
+    svg = path.read_text(encoding="utf-8")
+    width = float(re.search(r'width="([0-9.]+)pt"', svg).group(1))
+    sizes = [float(v) for v in re.findall(r"font(?:-size)?:\s*[^;\"]*?([0-9.]+)px", svg)]
+    return (min(sizes) if sizes else float("inf")), width
+
+
+def _site_file(site: Path, base: str, url: str) -> Path | None:
+    """The file a same-site link names, or None for an external link."""
+    if not url.startswith(base):
+        return None
+    path = unquote(urlparse(url).path).lstrip("/")
+    target = site / path
+    return target / "index.html" if target.is_dir() else target
+
+
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_every_page_at_two_widths(browser, served_site, width):
     site, base = served_site
-    pages = sorted(p.relative_to(site).parent.as_posix() for p in site.rglob("index.html"))
-    assert "benchmarks/cpu" in pages and "benchmarks/gpu" in pages
-    browser = Browser(chromium, tmp_path / "profile")
+    w, h = WIDTHS[width]
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                   if p.name != "404.html")
+    assert {"index.html", "benchmarks/cpu.html", "benchmarks/gpu.html"} <= set(pages)
+    context = browser.new_context(viewport={"width": w, "height": h})
+    seen: dict[str, dict[str, Any]] = {}
     try:
-        seen = {}
-        for page in pages:
-            url = f"{base}/{'' if page == '.' else page + '/'}"
-            found, errors = browser.visit(url)
-            assert not errors, f"{url}: {errors}"
-            assert found["headings"] == 1, url
-            broken = [src for src, width in found["images"] if width <= 0]
-            assert not broken, f"{url}: images that did not decode: {broken}"
-            seen[page] = found
+        for rel in pages:
+            page = context.new_page()
+            found, errors = visit(page, f"{base}/{rel}")
+            page.close()
+            assert not errors, f"{rel}: {errors}"
+            assert found["headings"] == 1, rel
+            assert found["scrollWidth"] <= found["innerWidth"] + 1, (
+                f"{rel} scrolls sideways at {w} px: {found['overflowing']}")
+            assert not found["overflowing"], f"{rel} at {w} px: {found['overflowing']}"
+            broken = [src for src, natural, _ in found["images"] if natural <= 0]
+            assert not broken, f"{rel}: images that did not decode: {broken}"
+            dead = [u for u in found["links"] if (f := _site_file(site, base, u)) is not None
+                    and not f.is_file()]
+            assert not dead, f"{rel}: links to nothing: {dead}"
+            for src, _, shown in found["images"]:
+                if src.endswith(".svg") and shown > 0:
+                    smallest, width_pt = svg_text_sizes((site / rel).parent / src)
+                    assert smallest * shown / width_pt >= MIN_TEXT_PX, (
+                        f"{rel}: {src} text is {smallest * shown / width_pt:.1f} px at {w} px")
+            assert all(size >= MIN_TEXT_PX for size in found["barText"]), rel
+            seen[rel] = found
     finally:
-        browser.close()
-    assert len(seen["benchmarks/cpu"]["images"]) >= 10
-    assert seen["benchmarks/cpu"]["tables"] >= 10
-    assert seen["benchmarks/gpu"]["tables"] >= 5 and seen["benchmarks/gpu"]["images"]
-    assert seen["benchmarks"]["tables"] >= 2  # headline speedups + run environments
+        context.close()
+    cpu = seen["benchmarks/cpu.html"]
+    stats = [t for t in cpu["tables"] if [c for c, _ in t][-2:] == ["status", "peak mem"]]
+    assert len(stats) >= 10 and cpu["barText"]
+    for heads in stats:
+        visible = dict(heads)
+        keys = ("size · dir.", "variant", "median") if width == "phone" else (
+            "variant", "median", "95% CI", "rel. error (tol.)", "status")
+        assert all(visible[k] for k in keys), (width, heads)
+    assert len([i for i in cpu["images"] if i[0].endswith(".svg")]) >= 10
+    assert seen["benchmarks/index.html"]["tables"]
 
 
-def test_probe_catches_a_broken_image(chromium, served_site, tmp_path):
-    """The check can fail: a page with a missing image is reported as broken."""
+def test_the_site_works_from_disk(browser, served_site):
+    """README: open site/index.html. Links, search's worker and images work from file://."""
+    site, _ = served_site
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    found, errors = visit(page, (site / "index.html").as_uri())
+    assert not errors, errors
+    assert "the-answer" in page.content()
+    page.click("article a[href='benchmarks/index.html#who-is-fastest']")
+    page.wait_for_load_state("load")
+    assert page.url.endswith("benchmarks/index.html#who-is-fastest")
+    page.click("nav.lb-pagelinks a[href='cpu.html']")
+    page.wait_for_load_state("load")
+    assert page.url.endswith("benchmarks/cpu.html")
+    assert page.inner_text("article h1").startswith("CPU results")
+    images = page.evaluate("Array.from(document.images).map(i => i.naturalWidth)")
+    assert images and min(images) > 0
+    # search runs in a Worker, which file:// allows only through the vendored shim
+    page.click("input.md-search__input")
+    page.keyboard.type("methodology", delay=20)  # typed: Material searches on key events
+    page.wait_for_selector(".md-search-result__item", timeout=15000)
+    page.close()
+
+
+def test_probe_catches_a_broken_image_and_a_page_too_wide(browser, served_site):
+    """The checks can fail: a missing image and a 2000 px block are both reported."""
     site, base = served_site
     broken = site / "broken.html"
-    broken.write_text('<html><body><h1>x</h1><img src="missing.svg"></body></html>')
-    browser = Browser(chromium, tmp_path / "profile")
+    broken.write_text('<html><body><article><h1>x</h1><img src="missing.svg">'
+                      '<div style="width:2000px">wide</div></article></body></html>')
+    page = browser.new_page(viewport={"width": 390, "height": 844})
     try:
-        found, errors = browser.visit(f"{base}/broken.html")
+        found, errors = visit(page, f"{base}/broken.html")
     finally:
-        browser.close()
+        page.close()
         broken.unlink()  # the site is shared with the build tests
-    assert found["images"] == [["missing.svg", 0]]
-    assert any("404" in e or "Failed to load" in e for e in errors), errors
+    assert found["images"][0][:2] == ["missing.svg", 0]
+    assert any("missing.svg" in e or "404" in e for e in errors), errors
+    assert found["scrollWidth"] > found["innerWidth"] and found["overflowing"]

@@ -11,9 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import sitebuild  # noqa: E402
 
-PAGES = ["index.html", "benchmarks/index.html", "benchmarks/cpu/index.html",
-         "benchmarks/gpu/index.html", "benchmarks/history/index.html",
-         "benchmarks/profiles/index.html", "benchmarks/methodology/index.html"]
+# The offline plugin turns directory URLs off, so the built site opens from file://.
+PAGES = ["index.html", "benchmarks/index.html", "benchmarks/cpu.html", "benchmarks/gpu.html",
+         "benchmarks/history.html", "benchmarks/profiles.html", "benchmarks/methodology.html",
+         "adding-a-library.html"]
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +34,49 @@ def test_site_is_offline_safe(built):
     for html in built.site.rglob("*.html"):
         text = html.read_text(encoding="utf-8")
         assert "fonts.googleapis.com" not in text and "fonts.gstatic.com" not in text, html
-        # every script and stylesheet is served from the site itself
+        # every script and stylesheet is served from the site itself (the offline plugin's
+        # Worker shim included: vendored, not from unpkg.com)
         for url in re.findall(r'<(?:script|link)[^>]+(?:src|href)="(https?://[^"]+)"', text):
             pytest.fail(f"{html} loads {url} from the network")
+    home = (built.site / "index.html").read_text(encoding="utf-8")
+    assert 'src="javascripts/iframe-worker/shim.js"' in home
+    assert (built.site / "search" / "search_index.js").is_file()  # search inlined for file://
 
 
-def test_generated_pages_render_tables_images_and_admonitions(built):
-    cpu = (built.site / "benchmarks/cpu/index.html").read_text(encoding="utf-8")
+def test_home_opens_with_the_answer_and_links_it(built):
+    home = (built.site / "index.html").read_text(encoding="utf-8")
+    answer = home.index('id="the-answer"')
+    assert answer < home.index('id="how-the-numbers-are-made"')
+    body = home[answer:]
+    assert "the fastest validated result is" in body
+    assert 'href="benchmarks/index.html#who-is-fastest"' in body
+    assert "--8&lt;--" not in home and "--8<--" not in home  # the snippet was included
+
+
+def test_every_generated_page_links_every_page(built):
+    wanted = ["index.html", "index.html", "cpu.html", "gpu.html", "history.html",
+              "profiles.html", "methodology.html", "adding-a-library.html"]
+    for page in ("benchmarks/index.html", "benchmarks/cpu.html", "benchmarks/gpu.html",
+                 "benchmarks/history.html", "benchmarks/profiles.html"):
+        text = (built.site / page).read_text(encoding="utf-8")
+        row = text[text.index('class="lb-pagelinks"'):]
+        row = row[:row.index("</nav>")]
+        links = re.findall(r'href="([^"]+)"', row)
+        assert [Path(link).name for link in links[:8]] == wanted, (page, links)
+        sidebar = re.search(r'<div class="md-sidebar md-sidebar--primary"[^>]*>', text)
+        assert sidebar and "hidden" not in sidebar.group(0), page  # navigation shown
+
+
+def test_generated_pages_render_tables_bars_and_images(built):
+    cpu = (built.site / "benchmarks/cpu.html").read_text(encoding="utf-8")
     assert cpu.count("<table>") >= 10
-    assert 'class="admonition warning"' in cpu
+    assert cpu.count('class="lb-card"') >= 30
+    assert "!!! warning" not in cpu
     images = re.findall(r'<img[^>]+src="([^"]+)"', cpu)
     assert images
-    page_dir = built.site / "benchmarks/cpu"
     for src in images:
-        assert (page_dir / src).resolve().is_file(), src
+        assert (built.site / "benchmarks" / src).resolve().is_file(), src
+    assert " us " not in re.sub(r"<[^>]+>", " ", cpu)  # µs, never us
     csv = built.site / "benchmarks/assets/results.csv"
     assert csv.is_file() and csv.stat().st_size > 0
 
@@ -54,5 +84,6 @@ def test_generated_pages_render_tables_images_and_admonitions(built):
 def test_strict_build_with_no_results(tmp_path):
     built = sitebuild.build_site(tmp_path, with_results=False)
     assert built.build.returncode == 0, built.build.stderr
-    gpu = (built.site / "benchmarks/gpu/index.html").read_text(encoding="utf-8")
+    gpu = (built.site / "benchmarks/gpu.html").read_text(encoding="utf-8")
     assert "No GPU run yet" in gpu
+    assert "No results yet" in (built.site / "index.html").read_text(encoding="utf-8")

@@ -1,0 +1,68 @@
+"""What a run records about its CPU: model identifiers, and whether it is a virtual machine."""
+
+from __future__ import annotations
+
+from bench_suite import environment
+from bench_suite.results import Machine
+from reportgen.pages import cpu_description, vm_description
+from reportgen.site import public_text
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 23
+model\t\t: 1
+model name\t: AMD EPYC
+stepping\t: 2
+flags\t\t: fpu vme sse2 {extra} avx2
+"""
+
+
+def test_cpu_ids_read_vendor_family_model_and_stepping():
+    ids = environment.cpu_ids(CPUINFO.format(extra=""))
+    assert ids == {"cpu_vendor": "AuthenticAMD", "cpu_family": "23", "cpu_model_number": "1",
+                   "cpu_stepping": "2"}
+    assert environment.cpu_model(CPUINFO.format(extra="")) == "AMD EPYC"
+
+
+def test_hypervisor_flag_means_a_virtual_machine(tmp_path, monkeypatch):
+    monkeypatch.setattr(environment, "lscpu_hypervisor", lambda: "KVM")
+    found = environment.virtualization(CPUINFO.format(extra="hypervisor"), tmp_path / "no-dmi",
+                                       tmp_path / "no-type")
+    assert found == {"virtual_machine": True, "hypervisor": "KVM",
+                     "virtualization_evidence": "CPU flag 'hypervisor'"}
+
+
+def test_dmi_vendor_or_bare_metal(tmp_path):
+    dmi = tmp_path / "dmi"
+    dmi.mkdir()
+    (dmi / "sys_vendor").write_text("QEMU\n")
+    found = environment.virtualization(CPUINFO.format(extra=""), dmi, tmp_path / "none")
+    assert found["virtual_machine"] is True and found["hypervisor"] == "QEMU"
+    (dmi / "sys_vendor").write_text("Dell Inc.\n")
+    found = environment.virtualization(CPUINFO.format(extra=""), dmi, tmp_path / "none")
+    assert found["virtual_machine"] is False
+    unknown = environment.virtualization("", tmp_path / "none", tmp_path / "none")
+    assert unknown["virtual_machine"] is None  # nothing readable: unknown, not "no"
+
+
+def test_machine_info_records_the_new_fields_and_the_pages_show_them():
+    info = environment.machine_info("lab")
+    assert {"virtual_machine", "virtualization_evidence"} <= set(info)
+    machine = Machine.from_dict({**info, "cpu_model": "AMD EPYC", "cores": 2,
+                                 "logical_cpus": 2, "arch": "x86_64", "cpu_vendor": "AuthenticAMD",
+                                 "cpu_family": "23", "cpu_model_number": "1",
+                                 "virtual_machine": True, "hypervisor": "KVM",
+                                 "virtualization_evidence": "CPU flag 'hypervisor'"})
+    assert cpu_description(machine) == "AMD EPYC (AuthenticAMD family 23 model 1), 2 cores, " \
+                                       "x86_64"
+    assert vm_description(machine).startswith("yes (KVM; CPU flag 'hypervisor')")
+    old = Machine.from_dict({"label": "old", "cpu_model": "AMD EPYC", "cores": 2})
+    assert vm_description(old) == "not recorded in this run"
+
+
+def test_pages_show_no_absolute_path():
+    command = "__main__.py run --device cpu --results-dir /work/main/benchmarks/results --x /tmp/a"
+    assert public_text(command) == ("__main__.py run --device cpu --results-dir "
+                                    "benchmarks/results --x …/a")
+    assert public_text("plain words/with a slash") == "plain words/with a slash"
+    assert public_text("see https://ui.perfetto.dev/x") == "see https://ui.perfetto.dev/x"
