@@ -96,9 +96,12 @@ def _select(args: argparse.Namespace) -> tuple[Any, Any]:
         raise _Usage(f"variant {variant.id!r} does not run on {args.device} "
                      f"(it runs on: {', '.join(variant.devices)})")
     for name, value, low in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0),
-                             ("--threads", args.threads, 1), ("--max-events", args.max_events, 0)):
+                             ("--threads", args.threads, 1), ("--max-events", args.max_events, 0),
+                             ("--seed", args.seed, 0)):
         if value < low:
             raise _Usage(f"{name} must be >= {low}, got {value}")
+    if args.out is not None and not str(args.out).strip():
+        raise _Usage("--out is empty (name a folder, or leave it out for the default)")
     if args.device == "cuda":
         import torch
 
@@ -145,7 +148,7 @@ def _profile(args: argparse.Namespace, case: Any, variant: Any) -> int:
     from bench_suite.profile_format import trim_trace_to_steps
     from bench_suite.profiler import Profiler, ProfilerOptions
 
-    out = Path(args.out) if args.out else default_out_dir(
+    out = Path(args.out) if args.out is not None else default_out_dir(
         case.id, args.direction, args.size, variant.id, args.device)
     torch.set_num_threads(args.threads)
     with contextlib.suppress(RuntimeError):  # torchkbnufft can abort at exit without this

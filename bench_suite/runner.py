@@ -192,7 +192,7 @@ def _prepare(item: PlanItem, settings: RunSettings, rec: Record) -> Prepared | N
     except VariantUnavailable as e:
         rec.status, rec.reason = "skipped", str(e)
         return None
-    except Exception as e:  # noqa: BLE001 - any failure of one benchmark must not stop the run
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - one benchmark must not stop the run
         rec.reason = f"prepare failed: {_one_line(e)}"
         return None
     rec.dtype, rec.extra = prep.dtype, dict(prep.extra)
@@ -245,7 +245,7 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
             min_run_time=p.min_run_time, max_run_time=p.max_run_time,
             num_threads=item.num_threads, max_warmup_time=p.max_warmup_time,
         )
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.reason = _one_line(e)
         _release_device_memory(item.device)
         return rec, 0.0
@@ -325,7 +325,7 @@ def measure_memory(item: PlanItem, settings: RunSettings) -> Record:
             for _ in range(MEMORY_CALLS):
                 prep.fn(prep.data_gen_fn())
                 probe.sample()
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.reason = f"memory pass failed: {_one_line(e)}"
         return rec
     rec.status = "ok"
@@ -346,7 +346,7 @@ def validate_only(item: PlanItem, settings: RunSettings, output_path: str | None
         return rec
     try:
         check = prep.validate()
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.reason = f"validation failed: {_one_line(e)}"
         return rec
     if _record_validation(rec, check):
@@ -390,7 +390,7 @@ def _add_instructions(rec: Record, item: PlanItem, seed: int) -> None:
                                             item.variant.id, seed)
     except InstructionsUnavailable as e:
         rec.notes.append(f"instruction count skipped: {e}")
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.notes.append(f"instruction count failed: {_one_line(e)}")
 
 

@@ -499,8 +499,8 @@ def build_trials(shared: Shared) -> list[Trial]:
         *good_run, inject=GOOD_RETURNS.format(result="x * np.nan")), env=DOUBLES_ENV,
         expect="ok", check=_failed_good("cannot be compared"), timeout=240))
     t.append(Trial("--in-process: a variant that calls sys.exit(3)", doubles_cli(
-        "run", *DOUBLES, "--in-process", "--variant", "exits", "--results-dir", "store"),
-        env=DOUBLES_ENV, timeout=240))
+        "run", *DOUBLES, "--in-process", "--variant", "good,exits", "--results-dir", "store"),
+        env=DOUBLES_ENV, expect="ok", check=_exits_is_failed, timeout=240))
 
     # -- signals ----------------------------------------------------------------------------------
     started = "benchmarks x"
@@ -709,12 +709,26 @@ def _stop_first_resume(work: Path, res: Result) -> str | None:
     return None
 
 
+def _exits_is_failed(work: Path, res: Result) -> str | None:
+    """sys.exit in a library is a failed record and the run finishes."""
+    try:
+        recs = {r.variant: r for r in results.load_records(work / "store" / "latest")}
+    except results.ResultsError as e:
+        return f"lost: {e}"
+    rec = recs.get("exits")
+    if rec is None:
+        return "lost: no record for exits"
+    if rec.status != "failed" or "SystemExit: 3" not in (rec.reason or ""):
+        return f"silent: exits is {rec.status} ({rec.reason})"
+    return None
+
+
 def _worker_faults(work: Path, res: Result) -> str | None:
     try:
         recs = {r.variant: r for r in results.load_records(work / "store" / "latest")}
     except results.ResultsError as e:
         return f"lost: {e}"
-    wanted = {"segfault": "killed by SIGSEGV", "exits": "exited with code",
+    wanted = {"segfault": "killed by SIGSEGV", "exits": "SystemExit: 3",
               "hang": "timed out after 5 s"}
     for variant, words in wanted.items():
         rec = recs.get(variant)
