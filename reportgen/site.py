@@ -39,6 +39,7 @@ SITE_PAGES = (
     ("Profiles", "benchmarks/profiles.md"),
     ("Findings", "findings.md"),
     ("Methodology", "benchmarks/methodology.md"),
+    ("Running on many machines", "running-on-many-machines.md"),
     ("Adding a library", "adding-a-library.md"),
     ("all records (CSV)", "benchmarks/assets/results.csv"),
 )

@@ -232,7 +232,8 @@ def test_bad_shard_options_are_one_line_exit_2_and_write_nothing(tmp_path, monke
     for name in SLURM_VARS:
         monkeypatch.delenv(name, raising=False)
     store = tmp_path / "results"
-    code = cli.main(["run", "--preset", "quick", "--results-dir", str(store), *args])
+    preset = [] if "--resume" in args else ["--preset", "quick"]  # --resume refuses --preset
+    code = cli.main(["run", *preset, "--results-dir", str(store), *args])
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
