@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from hardening_cases import Fake, one_line, run
+from test_worker import _processes_with
 
 from bench_suite import results
 
@@ -128,18 +129,6 @@ def test_a_benchmark_that_ends_the_interpreter_in_process_is_a_failed_record(tmp
     recs = {r.variant: r for r in results.load_records(tmp_path / "latest")}
     assert recs["exits"].status == "failed" and recs["exits"].reason.startswith("SystemExit: 3")
     assert recs["good"].status == "ok"
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker.encode() in (proc / "environ").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.mark.slow
