@@ -163,3 +163,24 @@ def test_versions_are_tracked_for_every_registered_library():
         for key, dist in v.packages.items():
             assert tracked[key] == dist
     assert {"torch", "numpy", "scipy"} <= set(tracked)
+
+
+def test_a_library_added_through_the_registry_is_charted_in_its_colour(tmp_path):
+    """Registry -> run (its catalogue) -> report: the new library's colour is on the pages
+    (the variant dots of the tables and bars) and in the SVG charts."""
+    from bench_suite import __main__ as cli
+    from reportgen.__main__ import main as report
+
+    store, docs = tmp_path / "results", tmp_path / "docs"
+    with registry.registered(fake("numpy-blocks")):
+        assert cli.main(["run", "--in-process", "--preset", "quick", "--case", "blocks3d",
+                         "--size", "small", "--variant", "numpy-blocks,sigpy", "--threads", "1",
+                         "--rounds", "1", "--no-guard", "--no-progress", "--machine", "m",
+                         "--results-dir", str(store)]) == 0
+    assert "numpy-blocks" not in registry.ids()  # the report needs only the stored catalogue
+    assert report(["--results-dir", str(store), "--docs-dir", str(docs), "--profiles-dir",
+                   str(tmp_path / "none")]) == 0
+    for page in ("index.md", "cpu.md"):
+        assert "#123456" in (docs / "benchmarks" / page).read_text(), page
+    svgs = list((docs / "benchmarks").rglob("*.svg"))
+    assert svgs and any("#123456" in p.read_text() for p in svgs)
