@@ -1,6 +1,8 @@
 # linop-bench tasks. Uses .venv/bin/python when the virtual environment exists.
 python := if path_exists(".venv/bin/python") == "true" { ".venv/bin/python" } else { "python3" }
 export NO_MKDOCS_2_WARNING := "1"
+# Recipes may pass their arguments on as "$@", so a quoted argument stays one argument.
+set positional-arguments
 
 # List the recipes.
 default:
@@ -10,7 +12,7 @@ default:
 # `just test -m "slow or not slow"` runs everything, as CI does.
 test *args:
     {{python}} -m ruff check .
-    {{python}} -m pytest -m "not slow" {{args}}
+    {{python}} -m pytest -m "not slow" "$@"
 
 # Cases, sizes, variants and what is available here.
 list:
