@@ -371,6 +371,11 @@ def _memory_pass(item: PlanItem, rec: Record, executor: Executor) -> None:
     """CPU host peak memory from a process of its own (see runner.measure_memory)."""
     if item.device != "cpu" or executor.pool is None:
         return
+    if not executor.settings.preset.memory_pass:
+        rec.peak_mem_bytes = rec.peak_mem_delta_bytes = None
+        rec.peak_mem_note = (f"not measured: the {executor.settings.preset.name} preset has no "
+                             "memory pass (the full preset measures it in a process per unit)")
+        return
     mem, _ = executor.run("memory", item)
     if mem.status == "ok":
         rec.peak_mem_bytes = mem.peak_mem_bytes

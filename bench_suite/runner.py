@@ -48,12 +48,15 @@ class Preset:
     max_run_time: float
     rounds: int = 1
     max_warmup_time: float | None = None
+    min_warmup_time: float = 0.0
+    memory_pass: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "sizes": list(self.sizes), "num_warmup": self.num_warmup,
                 "min_runs": self.min_runs, "min_run_time": self.min_run_time,
                 "max_run_time": self.max_run_time, "rounds": self.rounds,
-                "max_warmup_time": self.max_warmup_time}
+                "max_warmup_time": self.max_warmup_time,
+                "min_warmup_time": self.min_warmup_time, "memory_pass": self.memory_pass}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preset:
@@ -62,9 +65,12 @@ class Preset:
 
 PRESETS = {
     "full": Preset("full", ("small", "medium", "large"), num_warmup=3, min_runs=5,
-                   min_run_time=None, max_run_time=6.0, rounds=3, max_warmup_time=2.0),
-    "quick": Preset("quick", ("small",), num_warmup=3, min_runs=3,
-                    min_run_time=0.03, max_run_time=0.5, rounds=2, max_warmup_time=0.5),
+                   min_run_time=None, max_run_time=6.0, rounds=3, max_warmup_time=2.0,
+                   min_warmup_time=0.5),
+    # A smoke run: host peak memory is left to the full preset (its pass is a process per unit).
+    "quick": Preset("quick", ("small",), num_warmup=3, min_runs=5,
+                    min_run_time=0.05, max_run_time=0.5, rounds=2, max_warmup_time=0.5,
+                    min_warmup_time=0.1, memory_pass=False),
 }
 
 
@@ -244,6 +250,7 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
             prep.fn, data_gen_fn=prep.data_gen_fn, num_warmup=p.num_warmup, min_runs=p.min_runs,
             min_run_time=p.min_run_time, max_run_time=p.max_run_time,
             num_threads=item.num_threads, max_warmup_time=p.max_warmup_time,
+            min_warmup_time=p.min_warmup_time,
         )
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.reason = _one_line(e)

@@ -171,10 +171,12 @@ def expected_seconds(item: PlanItem, preset: Preset, rounds: int | None = None) 
     warmup = preset.num_warmup * t
     if preset.max_warmup_time is not None:
         warmup = min(warmup, max(preset.max_warmup_time, t))
+    warmup = max(warmup, preset.min_warmup_time)
     sampling = max(preset.min_runs * t, preset.min_run_time or 0.0)
     sampling = min(sampling, max(preset.max_run_time, t))
     per_round = JOB_OVERHEAD_S + validation + warmup + sampling
-    memory = JOB_OVERHEAD_S + MEMORY_CALLS * t if item.device == "cpu" else 0.0
+    memory = (JOB_OVERHEAD_S + MEMORY_CALLS * t
+              if item.device == "cpu" and preset.memory_pass else 0.0)
     determinism = JOB_OVERHEAD_S + t if item.size.label == "small" else 0.0
     return (rounds or preset.rounds) * per_round + memory + determinism
 
@@ -281,7 +283,9 @@ def _preset(settings: Mapping[str, Any]) -> Preset:
                   min_run_time=settings.get("min_run_time", base.min_run_time),
                   max_run_time=settings.get("max_run_time", base.max_run_time),
                   rounds=settings.get("rounds") or base.rounds,
-                  max_warmup_time=settings.get("max_warmup_time", base.max_warmup_time))
+                  max_warmup_time=settings.get("max_warmup_time", base.max_warmup_time),
+                  min_warmup_time=settings.get("min_warmup_time", base.min_warmup_time),
+                  memory_pass=settings.get("memory_pass", base.memory_pass))
 
 
 def campaign_of(metadata: Any) -> dict[str, Any] | None:

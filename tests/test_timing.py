@@ -339,7 +339,7 @@ def test_exception_propagates_with_context_and_restores_state(fail_at):
         TorchHandler("cpu").blocked_autorange(fn, min_run_time=0.001, num_threads=1)
     notes = " ".join(getattr(info.value, "__notes__", []))
     if sys.version_info >= (3, 11):
-        expected = "during warmup call 2 of 3" if fail_at == 2 else "during a timed call"
+        expected = "during warmup call 2 (at least 3)" if fail_at == 2 else "during a timed call"
         assert expected in notes
     assert torch.get_num_threads() == 2
     assert gc.isenabled()
@@ -452,3 +452,18 @@ def test_cupy_events_time_a_matmul_and_report_pool():
     res = CupyHandler().blocked_autorange(lambda: a @ a, min_run_time=0.05)
     assert 1e-6 < res.median < 0.5
     assert res.peak_mem_bytes is not None and "not a true peak" in res.peak_mem_note
+
+
+@pytest.mark.parametrize(("min_warmup_time", "at_least", "at_most"), [(0.0, 2, 2), (0.06, 10, 60)])
+def test_warmup_lasts_at_least_min_warmup_time(min_warmup_time, at_least, at_most):
+    """A new thread pool settles within ~0.1 s (see TorchHandler._warmup): the warmup keeps
+    calling until the time floor, and makes exactly num_warmup calls without one."""
+    calls = []
+
+    def op():
+        calls.append(1)
+        time.sleep(0.002)
+
+    TorchHandler("cpu")._warmup(op, None, 2, max_warmup_time=0.01,
+                                min_warmup_time=min_warmup_time)
+    assert at_least <= len(calls) <= at_most
