@@ -10,7 +10,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +200,8 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             raise UsageError(str(e)) from None
         devices = _resolve_devices(args.device or "cpu")  # imports torch: the slow check last
         preset = runner.PRESETS[args.preset or "full"]
+        if args.memory_pass:
+            preset = replace(preset, memory_pass=True)
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
         policy = args.omp_wait_policy or "passive"
         extra_env = {} if policy == "library" else {"OMP_WAIT_POLICY": policy.upper()}
@@ -246,6 +248,7 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         state.writer = writer = RunWriter.create(results_dir, meta, patch=patch)
 
     preset = runner.PRESETS[sel["preset"]]
+    preset = replace(preset, memory_pass=sel.get("memory_pass", preset.memory_pass))
     items = shard.restrict(_plan(sel), writer.metadata)
     if not items:
         raise UsageError("the selection matches no benchmark (a variant may not run on the "
@@ -401,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "cross-process determinism check, host memory as before")
     p.add_argument("--no-determinism-check", action="store_true",
                    help="skip validating the small size again under another hash seed")
+    p.add_argument("--memory-pass", action="store_true",
+                   help="measure host peak memory in a process per unit even where the preset "
+                        "skips it (quick)")
     p.add_argument("--no-guard", action="store_true",
                    help="no reference-op readings around groups (no re-measuring)")
     p.add_argument("--max-remeasure", type=int, default=None,

@@ -8,7 +8,8 @@ matter (|new/old - 1| >= threshold, on the medians of all samples).
 
 Significance comes from the variation *between rounds* (each round is a fresh process at another
 moment): a moderated t-test on the log round medians (`stats.round_shift_p`), whose variance
-pools the record's own rounds with the typical round-to-round variance of the two runs. Samples
+pools the record's own rounds with the typical round-to-round variance of the two runs (per
+machine, device and thread count where there are enough records, `round_noise_by_stratum`). Samples
 of one process share the machine's state, so a test on them as independent samples (what this
 module did before rounds existed) calls every small drift between runs significant: 21 % of the
 records of an A/A pair. Runs measured before rounds (schema 1, one round) still get that
@@ -239,6 +240,35 @@ def round_noise_of(old: dict[tuple, Record], new: dict[tuple, Record]) -> stats.
                              float(np.median(sides)))
 
 
+# Fewer matched records than this in a stratum: its noise is not estimated apart (see below).
+MIN_STRATUM_RECORDS = 20
+
+
+def _stratum(rec: Record) -> tuple:
+    return (rec.machine, rec.device, rec.num_threads)
+
+
+def round_noise_by_stratum(old: dict[tuple, Record], new: dict[tuple, Record]
+                           ) -> dict[tuple | None, stats.RoundNoise | None]:
+    """The runs' noise per machine, device and thread count, with the pooled noise under None.
+
+    Why strata: records measured with several threads vary far more between runs than
+    single-threaded ones (an A/A pair of quick runs here: 74 % of 1-thread records within 5 %,
+    52 % of 2-thread records). One pooled estimate is then too small for the threaded records
+    (false alarms) and too large for the rest (missed changes). A stratum with fewer than
+    MIN_STRATUM_RECORDS records ok in both runs uses the pooled estimate.
+    """
+    noise: dict[tuple | None, stats.RoundNoise | None] = {None: round_noise_of(old, new)}
+    strata: dict[tuple, list[tuple]] = {}
+    for key, rec in old.items():
+        if key in new and rec.status == new[key].status == "ok" and rec.times and new[key].times:
+            strata.setdefault(_stratum(rec), []).append(key)
+    for stratum, keys in strata.items():
+        if len(keys) >= MIN_STRATUM_RECORDS:
+            noise[stratum] = round_noise_of({k: old[k] for k in keys}, {k: new[k] for k in keys})
+    return noise
+
+
 def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha: float,
                  noise: stats.RoundNoise | None = None) -> Row:
     """One Row for an identity seen in the old run, the new run, or both."""
@@ -297,7 +327,13 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
                 size_rank[row.case, row.size_label], row.size_label, row.variant, row.num_threads)
 
     keys = list(old_by) + [k for k in new_by if k not in old_by]
-    noise = round_noise_of(old_by, new_by)
-    rows = sorted((compare_pair(old_by.get(k), new_by.get(k), threshold, alpha, noise)
+    noise = round_noise_by_stratum(old_by, new_by)
+
+    def noise_of(key: tuple) -> stats.RoundNoise | None:
+        rec = old_by.get(key) or new_by[key]
+        found = noise.get(_stratum(rec))
+        return found if found is not None else noise[None]
+
+    rows = sorted((compare_pair(old_by.get(k), new_by.get(k), threshold, alpha, noise_of(k))
                    for k in keys), key=order)
     return rows, geometric_means(rows)

@@ -57,6 +57,7 @@ _RESUME_SWITCHES = (
     ("--in-process", "in_process", "in_process", True),
     ("--no-guard", "no_guard", "guard", False),
     ("--no-determinism-check", "no_determinism_check", "determinism_check", False),
+    ("--memory-pass", "memory_pass", "memory_pass", True),
 )
 # Options that only mean something for worker processes.
 _WORKER_ONLY = (

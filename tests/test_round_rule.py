@@ -12,7 +12,7 @@ ROUNDS, SAMPLES, RECORDS = 3, 30, 100
 
 
 def synthetic_run(rng: np.random.Generator, truth: np.ndarray, drift_sd: float,
-                  round_sd: float, factor: float = 1.0) -> list[Record]:
+                  round_sd: float, factor: float = 1.0, num_threads: int = 1) -> list[Record]:
     """Records whose rounds share a per-run drift and a per-round offset; samples within a
     round are right-skewed around the round's level, as timings are."""
     records = []
@@ -24,7 +24,8 @@ def synthetic_run(rng: np.random.Generator, truth: np.ndarray, drift_sd: float,
             rounds.append(list(level * (1 + np.abs(rng.normal(0, 0.05, SAMPLES)))))
         times = [t for r in rounds for t in r]
         records.append(Record(case="c", direction="forward", size_label="small",
-                              variant=f"v{i}", device="cpu", num_threads=1, machine="m",
+                              variant=f"v{i}", device="cpu", num_threads=num_threads,
+                              machine="m",
                               status="ok", problem_size=1, grid=[1], times=times,
                               rounds=rounds))
     return records
@@ -75,3 +76,30 @@ def test_single_round_records_keep_the_within_run_test():
     new = Record(**{**old.__dict__, "times": [2.0] * 20})
     j = analysis.judge(old, new, 0.05, 0.01)
     assert j.verdict == analysis.SLOWER and j.p_value < 0.01
+
+
+def test_noisier_thread_settings_get_their_own_noise_estimate():
+    """Threaded records drift 8 % between runs, single-threaded ones 1 %: judged with one pooled
+    noise, the threaded ones raise false alarms; judged per thread count, neither does, and a
+    10 % slowdown of the quiet ones is still found."""
+    rng = np.random.default_rng(7)
+    n = 40
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), n))
+
+    def both(factor: float = 1.0) -> list[Record]:
+        return (synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015, factor=factor)
+                + synthetic_run(rng, truth, drift_sd=0.08, round_sd=0.02, num_threads=2))
+
+    a, b = both(), both()
+    rows, _ = analysis.compare_records(a, b, threshold=0.05, alpha=0.01)
+    assert sum(r.verdict != analysis.SAME for r in rows) <= 1
+    pooled = analysis.round_noise_of({r.key(): r for r in a}, {r.key(): r for r in b})
+    alarms_pooled = sum(
+        analysis.judge(x, y, 0.05, 0.01, pooled).verdict != analysis.SAME
+        for x, y in zip(a, b, strict=True))
+    assert alarms_pooled >= 3
+
+    slower = both(factor=1.10)
+    rows, _ = analysis.compare_records(a, slower, threshold=0.05, alpha=0.01)
+    found = sum(r.verdict == analysis.SLOWER for r in rows if r.num_threads == 1)
+    assert found >= 0.85 * n

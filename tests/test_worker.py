@@ -55,7 +55,8 @@ def doubles_run(worker_environment, tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     code = cli.main(["run", "--preset", "quick", "--case", worker_doubles.CASE_ID,
                      "--threads", "1", "--rounds", "2", "--timeout", "5", "--results-dir",
-                     str(out), "--no-progress", "--machine", "m", "--no-guard"])
+                     str(out), "--no-progress", "--machine", "m", "--no-guard",
+                     "--memory-pass"])
     meta, recs = results.load_run(out / "latest")
     return DoublesRun(code, meta, {r.variant: r for r in recs}, out)
 
@@ -209,3 +210,20 @@ def test_recorded_worker_environment_has_no_paths():
     assert shown["OMP_NUM_THREADS"] == "2" and shown["PYTHONHASHSEED"] == "7"
     assert shown["TORCHINDUCTOR_CACHE_DIR"] == "(set)"
     assert not any("/" in v for v in shown.values())
+
+
+def test_a_preset_without_memory_pass_says_so_instead_of_reading_memory():
+    """quick skips the per-unit memory process; its records say why they have no peak."""
+    from types import SimpleNamespace
+
+    item = SimpleNamespace(device="cpu")
+    rec = results.Record(case="c", direction="forward", size_label="small", variant="v",
+                         device="cpu", num_threads=1, machine="m", status="ok",
+                         problem_size=1, grid=[1], peak_mem_bytes=123, peak_mem_delta_bytes=4)
+    executor = SimpleNamespace(pool=object(), settings=runner.RunSettings(
+        preset=runner.PRESETS["quick"], machine="m"),
+        run=lambda *a, **k: pytest.fail("no memory job may run"))
+    assert runner.PRESETS["quick"].memory_pass is False
+    orchestrate._memory_pass(item, rec, executor)
+    assert rec.peak_mem_bytes is None and rec.peak_mem_delta_bytes is None
+    assert "quick preset has no memory pass" in rec.peak_mem_note
