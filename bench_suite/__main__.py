@@ -54,16 +54,16 @@ def cmd_list(args: argparse.Namespace) -> int:
                     reason = next(filter(None, map(_import_problem, v.requires)), None)
                 states.append(f"{device}: {'available' if reason is None else reason}")
             print(f"    {v.id:<18} " + "; ".join(states))
-    print("libraries:")
-    for v in registry.variants():
-        print(f"  {v.id:<18} {v.title}: {'; '.join(v.notes)}")
+    from bench_suite.cases import sampling
+
     print("accuracy ladders (run --study accuracy --ladder NAME):")
     for name, (v, ladder) in registry.ladders().items():
         print(f"  {name:<28} {v.id}, {len(ladder.points)} points: {ladder.description}")
-    from bench_suite.cases import sampling
-
     print(f"sampling patterns (--sampling): 2D {', '.join(sampling.PATTERNS_2D)}; "
           f"3D {', '.join(sampling.PATTERNS_3D)}")
+    print("libraries:")
+    for v in registry.variants():
+        print(f"  {v.id:<18} {v.title}: {'; '.join(v.notes)}")
     return 0
 
 

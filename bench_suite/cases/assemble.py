@@ -36,6 +36,7 @@ from bench_suite.cases.base import (
 # family with study axes (the NUFFT) also takes sampling= and coils=.
 Pose = Callable[..., Problem]
 SETUP_BUILDS = 3  # fresh constructions whose median is a study record's setup_seconds
+DEFAULT_KERNEL_KEYS = ("oversamp", "width")  # a problem's default kernel, not a ladder point's
 
 
 def make_case(case_id: str, title: str, family: str, sizes: tuple[Size, ...], pose: Pose,
@@ -128,6 +129,15 @@ def _build(variant: Variant, case: Case, request: Request, point: StudyPoint) ->
     return built, statistics.median(seconds)
 
 
+def _problem_extra(problem: Problem, variant: Variant, point: StudyPoint) -> dict[str, Any]:
+    """The problem's facts for a record; at a ladder point without the suite's default kernel
+    parameters, which the point replaces (the adapter records what it used)."""
+    extra = problem.extra_for(variant)
+    if point.ladder:
+        extra = {k: v for k, v in extra.items() if k not in DEFAULT_KERNEL_KEYS}
+    return extra
+
+
 def prepare(case: Case, pose: Pose, direction: str, size_label: str, variant_id: str,
             device: str, num_threads: int, seed: int,
             point: StudyPoint = DEFAULT_POINT) -> Prepared:
@@ -166,7 +176,7 @@ def prepare(case: Case, pose: Pose, direction: str, size_label: str, variant_id:
         tol=tolerance.value,
         post=built.to_reference,
         timer=variant.clock(device),
-        extra={**problem.extra_for(variant), **built.extra, **ladder_extra},
+        extra={**_problem_extra(problem, variant, point), **built.extra, **ladder_extra},
         notes=variant.record_notes(device, num_threads) + list(built.notes),
     )
     if point.time_setup:
