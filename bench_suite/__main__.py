@@ -345,7 +345,8 @@ def _study_selection(args: argparse.Namespace, cases: list[str] | None) -> dict 
         return None
     try:
         return study.selection(study.PRESETS[args.preset or "full"], CASES, cases, samplings,
-                               study.parse_coils(coils), ladders)
+                               study.parse_coils(coils), ladders,
+                               run_args.split_list("--size", args.size))
     except study.StudyError as e:
         raise UsageError(str(e)) from None
 
