@@ -30,6 +30,12 @@ bench-gpu *args:
 # Same as bench-gpu.
 bench *args: (bench-gpu args)
 
+# The accuracy study ("Choosing a NUFFT"): every NUFFT library along its accuracy ladder, CPU,
+# small and medium sizes, every sampling pattern, 1 and 8 coils (about 40 minutes; see the
+# methodology). `just bench-accuracy --preset quick` is the 3-minute smoke run.
+bench-accuracy *args:
+    {{python}} -m bench_suite run --study accuracy --device cpu --preset full "$@"
+
 # Compare two runs (directories or archive names).
 bench-compare old new *args:
     {{python}} -m bench_suite compare {{old}} {{new}} {{args}}

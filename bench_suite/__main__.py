@@ -54,6 +54,13 @@ def cmd_list(args: argparse.Namespace) -> int:
                     reason = next(filter(None, map(_import_problem, v.requires)), None)
                 states.append(f"{device}: {'available' if reason is None else reason}")
             print(f"    {v.id:<18} " + "; ".join(states))
+    from bench_suite.cases import sampling
+
+    print("accuracy ladders (run --study accuracy --ladder NAME):")
+    for name, (v, ladder) in registry.ladders().items():
+        print(f"  {name:<28} {v.id}, {len(ladder.points)} points: {ladder.description}")
+    print(f"sampling patterns (--sampling): 2D {', '.join(sampling.PATTERNS_2D)}; "
+          f"3D {', '.join(sampling.PATTERNS_3D)}")
     print("libraries:")
     for v in registry.variants():
         print(f"  {v.id:<18} {v.title}: {'; '.join(v.notes)}")
@@ -148,6 +155,8 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
     from bench_suite import environment, interrupts, orchestrate, runner, shard, worker
     from bench_suite.cases import CASES
     from bench_suite.results import (
+        LATEST,
+        LATEST_ACCURACY,
         ResultsError,
         RunWriter,
         check_store,
@@ -173,6 +182,10 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         problem = run_args.stored_settings_problem(
             writer.metadata.settings, writer.metadata.machine, CASES, list(runner.PRESETS),
             DIRECTIONS, SIZE_LABELS, DEVICES)
+        if not problem and writer.metadata.settings.get("study") is not None:
+            from bench_suite import study
+
+            problem = study.stored_settings_problem(writer.metadata.settings, CASES)
         if problem:
             raise UsageError(f"--resume {args.resume}: {problem}; this run cannot be resumed")
         sel = writer.metadata["settings"]
@@ -187,6 +200,9 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         directions = run_args.split_list("--direction", args.direction)
         sizes = run_args.split_list("--size", args.size)
         variants = run_args.split_list("--variant", args.variant)
+        study_sel = _study_selection(args, cases)
+        if study_sel is not None:
+            cases = study_sel["cases"]
         check_choices("case", cases, list(CASES))
         check_choices("direction", directions, DIRECTIONS)
         check_choices("size", sizes, SIZE_LABELS)
@@ -195,11 +211,13 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         check_choices("variant", variants,
                       list(dict.fromkeys(v.id for c in CASES.values() for v in c.variants)))
         try:
-            threads = runner.parse_threads(args.threads or "1,all", environment.usable_cores())
+            default_threads = "1" if study_sel is not None else "1,all"
+            threads = runner.parse_threads(args.threads or default_threads,
+                                           environment.usable_cores())
         except ValueError as e:
             raise UsageError(str(e)) from None
         devices = _resolve_devices(args.device or "cpu")  # imports torch: the slow check last
-        preset = runner.PRESETS[args.preset or "full"]
+        preset = _timing_preset(args.preset or "full", study_sel)
         if args.memory_pass:
             preset = replace(preset, memory_pass=True)
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
@@ -221,6 +239,10 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             else args.max_remeasure,
             "worker_env": extra_env,
         }
+        if study_sel is not None:
+            # The study's subject is time and error: no memory pass, and no second validation
+            # under another hash seed (documented in the methodology).
+            sel.update(study_sel, determinism_check=False, memory_pass=False)
         machine = args.machine or environment.default_machine_label()
         items = _plan(sel)
         if not items:
@@ -247,14 +269,15 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             meta["guard"] = {"reference_scaling": guard.thread_scaling(threads)}
         state.writer = writer = RunWriter.create(results_dir, meta, patch=patch)
 
-    preset = runner.PRESETS[sel["preset"]]
+    preset = _timing_preset(sel["preset"], sel if sel.get("study") else None)
     preset = replace(preset, memory_pass=sel.get("memory_pass", preset.memory_pass))
     items = shard.restrict(_plan(sel), writer.metadata)
     if not items:
         raise UsageError("the selection matches no benchmark (a variant may not run on the "
                          "chosen device; see `linop-bench list`)")
     settings = runner.RunSettings(preset=preset, seed=sel["seed"], machine=machine,
-                                  metric_instructions=sel.get("metric") == "instructions")
+                                  metric_instructions=sel.get("metric") == "instructions",
+                                  first_call=bool(sel.get("study")))
     orch = _orchestration(args, sel, preset)
     print(f"linop-bench: {len(items)} benchmarks x {orch.rounds} rounds -> {writer.run_dir}",
           file=sys.stderr)
@@ -264,9 +287,10 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
     interrupts.raise_if_requested()  # a stop a library swallowed after the last record
     writer.metadata["load_average_end"] = environment.load_average()
     publish = shard.publishes_latest(writer.metadata)
-    writer.finish(now_iso(), update_latest=publish)
+    latest_name = LATEST_ACCURACY if sel.get("study") else LATEST
+    writer.finish(now_iso(), update_latest=publish, latest_name=latest_name)
     print(runner.compare_tables(writer.records))
-    _print_summary(writer, summary, latest=publish)
+    _print_summary(writer, summary, latest=latest_name if publish else None)
     if not publish:
         print(shard.shard_note(writer.metadata, writer.run_dir.name), file=sys.stderr)
     return 0
@@ -308,10 +332,42 @@ def _failed(error: Any, writer: Any) -> int:
     return EXIT_FAILURE
 
 
-def _plan(sel: dict) -> list:
-    from bench_suite import runner
+def _study_selection(args: argparse.Namespace, cases: list[str] | None) -> dict | None:
+    """The study part of the settings (None for an ordinary run); --sampling, --coils and
+    --ladder apply to a study only. Bad input is one line listing the valid values."""
+    from bench_suite import study
     from bench_suite.cases import CASES
 
+    samplings = run_args.split_list("--sampling", args.sampling)
+    coils = run_args.split_list("--coils", args.coils)
+    ladders = run_args.split_list("--ladder", args.ladder)
+    if args.study is None:
+        for flag, value in (("--sampling", samplings), ("--coils", coils),
+                            ("--ladder", ladders)):
+            if value is not None:
+                raise UsageError(f"{flag} applies to a study: add --study accuracy")
+        return None
+    try:
+        return study.selection(study.PRESETS[args.preset or "full"], CASES, cases, samplings,
+                               study.parse_coils(coils), ladders,
+                               run_args.split_list("--size", args.size))
+    except study.StudyError as e:
+        raise UsageError(str(e)) from None
+
+
+def _timing_preset(name: str, study_sel: dict | None) -> Any:
+    """How long each unit is measured: the run's preset, or the study's version of it."""
+    from bench_suite import runner, study
+
+    return study.TIMING[name] if study_sel is not None else runner.PRESETS[name]
+
+
+def _plan(sel: dict) -> list:
+    from bench_suite import runner, study
+    from bench_suite.cases import CASES
+
+    if sel.get("study"):
+        return study.plan(CASES, sel)
     return runner.plan([CASES[c] for c in sel["cases"]], sel["directions"], sel["sizes"],
                        sel["variants"], sel["devices"], sel["threads"])
 
@@ -342,7 +398,7 @@ def _resolve_resume(spec: str, results_dir: Path) -> Path:
         raise ResultsError(f"--resume {spec}: no such run under {results_dir}") from None
 
 
-def _print_summary(writer, summary, latest: bool = True) -> None:
+def _print_summary(writer, summary, latest: str | None = "latest") -> None:
     counts: dict[str, int] = {}
     for r in writer.records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -357,19 +413,20 @@ def _print_summary(writer, summary, latest: bool = True) -> None:
           f"wall {wall:.1f} s, {timed:.1f} s inside timed calls ({share(timed)}), "
           f"{startup:.1f} s starting worker processes ({share(startup)}); "
           f"{summary.remeasured_groups} groups measured again, {summary.unstable_groups} "
-          f"unstable; saved to {writer.run_dir}{' and latest/' if latest else ''}",
+          f"unstable; saved to {writer.run_dir}{f' and {latest}/' if latest else ''}",
           file=sys.stderr)
     for r in writer.records:
         if r.status in ("failed", "mismatch", "nondeterministic"):
-            print(f"  {r.status}: {r.case} {r.direction} {r.size_label} {r.variant} {r.device} "
-                  f"t{r.num_threads}: {r.reason}", file=sys.stderr)
+            print(f"  {r.status}: {r.case} {r.direction} {r.size_label} {r.variant}"
+                  f"{r.study_axes()} {r.device} t{r.num_threads}: {r.reason}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------- parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from bench_suite import compare, merge, profile_cmd, runner, shard
+    from bench_suite import compare, merge, profile_cmd, runner, shard, study
+    from bench_suite.cases import sampling
     from bench_suite.results import DEFAULT_RESULTS_DIR
 
     parser = argparse.ArgumentParser(
@@ -387,9 +444,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", action="append", metavar="SIZE")
     p.add_argument("--variant", action="append", metavar="ID")
     p.add_argument("--threads", default=None,
-                   help="thread counts for CPU runs, e.g. 1,all (default) or 1,2,4")
+                   help="thread counts for CPU runs, e.g. 1,all (default; 1 in a study) or 1,2,4")
     p.add_argument("--preset", default=None, choices=sorted(runner.PRESETS),
                    help="default: full")
+    p.add_argument("--study", default=None, choices=list(study.STUDIES),
+                   help="accuracy: every library along its accuracy ladder against the exact "
+                        "DFT (stored like any run, copied to latest-accuracy/)")
+    p.add_argument("--sampling", action="append", metavar="PATTERN",
+                   help=f"study: sampling patterns ({', '.join(sampling.PATTERNS)}; default: "
+                        "the preset's)")
+    p.add_argument("--coils", action="append", metavar="N",
+                   help=f"study: coils per call ({', '.join(map(str, study.COIL_COUNTS))})")
+    p.add_argument("--ladder", action="append", metavar="NAME",
+                   help="study: accuracy ladders to run (default: every library's; see "
+                        "`linop-bench list`)")
     p.add_argument("--metric", default=None, choices=["time", "instructions"],
                    help="instructions: also count Callgrind instructions (CPU, small size)")
     p.add_argument("--seed", type=int, default=None, help="data seed (default 0)")

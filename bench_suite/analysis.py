@@ -64,11 +64,13 @@ def thread_anomaly_notes(records: Sequence[Record],
     """Notes for records that are much slower with more threads than with one, keyed by record
     key. With the run's reference op scaling (guard.thread_scaling) the note says what the
     machine itself gives, so a reader can tell the machine from the library."""
-    single = {(r.case, r.direction, r.size_label, r.variant, r.device, r.machine): r
-              for r in records if r.num_threads == 1 and r.times}
+    def unit(r: Record) -> tuple:  # the identity without the thread count
+        return tuple(getattr(r, f) for f in IDENTITY_FIELDS if f != "num_threads")
+
+    single = {unit(r): r for r in records if r.num_threads == 1 and r.times}
     notes = {}
     for r in records:
-        one = single.get((r.case, r.direction, r.size_label, r.variant, r.device, r.machine))
+        one = single.get(unit(r))
         if r.num_threads <= 1 or one is None or not r.times:
             continue
         ratio = stats.median(r.times) / stats.median(one.times)
@@ -129,10 +131,24 @@ class Row:
     ratio: float | None
     p_value: float | None
     verdict: str
+    # The study axes (identity fields with defaults; see store_schema.IDENTITY_FIELDS).
+    setting: str = ""
+    sampling: str = "uniform"
+    coils: int = 1
+
+    def variant_label(self) -> str:
+        """The variant, with the study axes that differ from their defaults: `finufft [eps=1e-03
+        upsampfac=2, radial, 8 coils]`; an ordinary record reads as its variant id alone."""
+        parts = [self.setting] if self.setting else []
+        if self.sampling != "uniform":
+            parts.append(self.sampling)
+        if self.coils != 1:
+            parts.append(f"{self.coils} coils")
+        return f"{self.variant} [{', '.join(parts)}]" if parts else self.variant
 
     def name(self) -> str:
         """A one-line name for messages: case/direction/size/variant on device, threads, machine."""
-        return (f"{self.case}/{self.direction}/{self.size_label}/{self.variant} "
+        return (f"{self.case}/{self.direction}/{self.size_label}/{self.variant_label()} "
                 f"[{self.device}, {self.num_threads} thread(s), {self.machine}]")
 
 
@@ -324,7 +340,8 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
 
     def order(row: Row) -> tuple:
         return (row.machine, row.device, row.case, row.direction,
-                size_rank[row.case, row.size_label], row.size_label, row.variant, row.num_threads)
+                size_rank[row.case, row.size_label], row.size_label, row.sampling, row.coils,
+                row.variant, row.setting, row.num_threads)
 
     keys = list(old_by) + [k for k in new_by if k not in old_by]
     noise = round_noise_by_stratum(old_by, new_by)

@@ -82,7 +82,7 @@ def row_cells(row: Row) -> list[str]:
         verdict = f"status changed: {row.old_status} -> {row.new_status}"
     elif row.verdict == NOT_MEASURED:
         verdict = f"not measured ({row.new_status})"
-    return [row.case, row.direction, row.size_label, row.variant, str(row.num_threads),
+    return [row.case, row.direction, row.size_label, row.variant_label(), str(row.num_threads),
             format_time(row.old_median, unit), format_time(row.new_median, unit), ratio, p,
             verdict]
 

@@ -29,7 +29,14 @@ import numpy as np
 
 from bench_suite import guard, runner
 from bench_suite.cases._common import REFERENCE_CACHE_ENV
-from bench_suite.results import Record, ResultsError, RunWriter, check_record, now_iso
+from bench_suite.results import (
+    Record,
+    ResultsError,
+    RunWriter,
+    check_record,
+    now_iso,
+    untimed_mismatch,
+)
 from bench_suite.runner import PlanItem, RunSettings
 from bench_suite.worker import WARM_CASES_ENV, Job, JobOutcome, WorkerPool
 
@@ -69,7 +76,12 @@ class RunSummary:
 
 
 def group_key(item: PlanItem) -> tuple:
-    return (item.case.id, item.direction, item.size.label, item.device, item.num_threads)
+    """What a reader compares side by side: every variant (and, in the accuracy study, every
+    ladder point) of one case x direction x size x device x threads [x sampling x coils]."""
+    key = (item.case.id, item.direction, item.size.label, item.device, item.num_threads)
+    if (item.sampling, item.coils) != ("uniform", 1):  # ordinary runs keep their round orders
+        key = (*key, item.sampling, item.coils)
+    return key
 
 
 def item_key(item: PlanItem, machine: str) -> tuple:
@@ -96,7 +108,8 @@ def round_order(items: Sequence[PlanItem], seed: int, round_index: int) -> list[
 def is_complete(rec: Record | None, rounds: int) -> bool:
     if rec is None:
         return False
-    return rec.status in ("skipped", "failed") or len(rec.rounds) >= rounds
+    return (rec.status in ("skipped", "failed") or untimed_mismatch(rec)
+            or len(rec.rounds) >= rounds)
 
 
 # ----------------------------------------------------------------------------- combining rounds
@@ -121,6 +134,10 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
             rec.reason = f"round {round_index + 1}: {rec.reason}"
         return rec
     acc.extra.setdefault("round_positions", []).append(position)
+    if "first_call_seconds" in new.extra_metrics:  # the record keeps round 1's; all are kept
+        acc.extra.setdefault("first_call_seconds_by_round", [
+            acc.extra_metrics.get("first_call_seconds")]).append(
+                new.extra_metrics["first_call_seconds"])
     if new.status in ("failed", "skipped"):
         acc.status = "failed"
         acc.reason = f"round {round_index + 1} of {rounds_planned}: {new.reason}"
@@ -178,11 +195,14 @@ class Executor:
 
     def job(self, kind: str, item: PlanItem, round_index: int = 0) -> Job:
         s = self.settings
+        pt = item.point
         return Job(kind=kind, case=item.case.id, direction=item.direction,
                    size_label=item.size.label, variant=item.variant.id, device=item.device,
                    num_threads=item.num_threads, seed=s.seed, machine=s.machine,
                    preset=s.preset.to_dict(), round_index=round_index,
-                   metric_instructions=s.metric_instructions and round_index == 0)
+                   metric_instructions=s.metric_instructions and round_index == 0,
+                   ladder=pt.ladder, setting=pt.setting, sampling=pt.sampling, coils=pt.coils,
+                   time_setup=pt.time_setup, first_call=s.first_call and kind == "measure")
 
     def run(self, kind: str, item: PlanItem, round_index: int = 0,
             hash_seed: int | None = None) -> tuple[Record, float]:
@@ -374,7 +394,8 @@ def _memory_pass(item: PlanItem, rec: Record, executor: Executor) -> None:
     if not executor.settings.preset.memory_pass:
         rec.peak_mem_bytes = rec.peak_mem_delta_bytes = None
         rec.peak_mem_note = (f"not measured: the {executor.settings.preset.name} preset has no "
-                             "memory pass (the full preset measures it in a process per unit)")
+                             "memory pass (the full timing preset measures it in a process per "
+                             "unit)")
         return
     mem, _ = executor.run("memory", item)
     if mem.status == "ok":
@@ -394,10 +415,12 @@ def _determinism_check(item: PlanItem, rec: Record, executor: Executor, orch: Or
     if executor.pool is None:
         rec.notes.append("determinism across hash seeds not checked (--in-process)")
         return
-    unit = (item.case.id, item.direction, item.size.label, item.variant.id, item.device)
+    unit = (item.case.id, item.direction, item.size.label, item.variant.id, item.device,
+            item.point)
     other_seed = orch.hash_seed + 1
     if unit not in checked:
-        single = PlanItem(item.case, item.direction, item.size, item.variant, item.device, 1)
+        single = PlanItem(item.case, item.direction, item.size, item.variant, item.device, 1,
+                          item.point)
         checked[unit], _ = executor.run("validate", single, hash_seed=other_seed)
     other = checked[unit]
     if other.rel_error is None:

@@ -48,8 +48,11 @@ JOURNAL_FILE = "records.jsonl"  # write-ahead journal of a run being written
 LOCK_FILE = ".linop-bench.lock"  # held (flock) by the process writing a run
 LATEST_MARKER = ".linop-bench-latest"  # in latest/: written by linop-bench, safe to replace
 LATEST = "latest"
-# Directories of the store that are not runs: latest/ and the two halves of its swap.
-NOT_RUNS = (LATEST, f"{LATEST}.new", f"{LATEST}.old")
+# The newest accuracy-study run (settings.study = "accuracy"); latest/: the newest ordinary run.
+LATEST_ACCURACY = "latest-accuracy"
+LATEST_NAMES = (LATEST, LATEST_ACCURACY)
+# Directories of the store that are not runs: the latest copies and the two halves of their swaps.
+NOT_RUNS = tuple(f"{name}{end}" for name in LATEST_NAMES for end in ("", ".new", ".old"))
 DEFAULT_RESULTS_DIR = Path("benchmarks/results")
 # stats.noise_warnings texts start so; any other schema-1 warning is a note.
 NOISE_WARNING_PREFIX = "Interquartile range"
@@ -70,7 +73,8 @@ class StoreError(ResultsError):
 
 @dataclass
 class Record:
-    """One case x direction x size x variant x device x threads measurement (see DESIGN.md)."""
+    """One case x direction x size x variant [x setting x sampling x coils] x device x threads
+    measurement (see DESIGN.md)."""
 
     case: str
     direction: str
@@ -82,6 +86,11 @@ class Record:
     status: str
     problem_size: int
     grid: list[int]
+    # Study axes (identity fields with defaults, see store_schema.IDENTITY_FIELDS): the accuracy
+    # setting ('' = the suite's default), the sampling pattern and the coils per call.
+    setting: str = ""
+    sampling: str = "uniform"
+    coils: int = 1
     num_points: int | None = None
     dtype: str = "complex64"
     reason: str | None = None
@@ -123,8 +132,18 @@ class Record:
 
     def name(self) -> str:
         """`case/direction/size/variant on device, N thread(s), machine`, for messages."""
-        return (f"{self.case}/{self.direction}/{self.size_label}/{self.variant} on {self.device}, "
-                f"{self.num_threads} thread(s), {self.machine}")
+        return (f"{self.case}/{self.direction}/{self.size_label}/{self.variant}{self.study_axes()}"
+                f" on {self.device}, {self.num_threads} thread(s), {self.machine}")
+
+    def study_axes(self) -> str:
+        """' [setting, sampling, N coils]' for the study axes that differ from their defaults
+        ('' for an ordinary record), so names of ordinary records read as before."""
+        parts = [self.setting] if self.setting else []
+        if self.sampling != "uniform":
+            parts.append(self.sampling)
+        if self.coils != 1:
+            parts.append(f"{self.coils} coils")
+        return f" [{', '.join(parts)}]" if parts else ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,11 +190,16 @@ def _identity_hint(data: dict[str, Any]) -> str:
 
 def _cross_field_problem(rec: Record) -> str | None:
     """Rules across fields that a per-field type check cannot see."""
-    if rec.status in SAMPLED_STATUSES and not rec.times:
+    if rec.status in SAMPLED_STATUSES and not rec.times and not untimed_mismatch(rec):
         return f"times is empty, but a {rec.status!r} record must carry its raw samples"
     if rec.rounds and [t for r in rec.rounds for t in r] != list(rec.times):
         return "rounds do not add up to times (times must be the rounds concatenated)"
     return None
+
+
+def untimed_mismatch(rec: Record) -> bool:
+    """A ladder point whose output is not the transform: recorded with its error, never timed."""
+    return rec.status == "mismatch" and bool(rec.setting)
 
 
 def check_record(rec: Record, source: str = "record") -> None:
@@ -659,10 +683,12 @@ class RunWriter:
             self._clear_journal()  # results.json now holds every record
             _write_or_fail(self.run_dir / METADATA_FILE, meta)
 
-    def finish(self, finished_at: str, update_latest: bool = True) -> None:
-        """Mark the run finished and publish it as latest/ (checked first: a latest/ that is not
-        ours leaves the run partial, to be resumed once it is moved away). Signals wait until
-        both are done: a run is never finished without its latest/."""
+    def finish(self, finished_at: str, update_latest: bool = True,
+               latest_name: str = LATEST) -> None:
+        """Mark the run finished and publish it as latest/ (or `latest_name`: latest-accuracy/
+        for a study run; checked first: a latest/ that is not ours leaves the run partial, to be
+        resumed once it is moved away). Signals wait until both are done: a run is never
+        finished without its latest/."""
         if update_latest:
             check_store(self.run_dir.parent)
         with interrupts.held():
@@ -677,7 +703,7 @@ class RunWriter:
                 (self.run_dir / JOURNAL_FILE).unlink(missing_ok=True)
             try:
                 if update_latest:
-                    publish_latest(self.run_dir)
+                    publish_latest(self.run_dir, latest_name)
             finally:
                 self.close(remove_lock=True)
 
@@ -836,8 +862,8 @@ def ensure_writable(results_dir: Path) -> None:
 # ----------------------------------------------------------------------------- latest/
 
 
-def _latest_paths(results_dir: Path) -> tuple[Path, Path, Path]:
-    return (results_dir / LATEST, results_dir / f"{LATEST}.old", results_dir / f"{LATEST}.new")
+def _latest_paths(results_dir: Path, name: str = LATEST) -> tuple[Path, Path, Path]:
+    return (results_dir / name, results_dir / f"{name}.old", results_dir / f"{name}.new")
 
 
 def _written_by_us(path: Path) -> bool:
@@ -873,7 +899,7 @@ def check_store(results_dir: Path) -> None:
     if (results_dir / METADATA_FILE).exists():
         raise ResultsError(f"{results_dir}: is a run directory, not a results store (give the "
                            "directory that holds the runs)")
-    for path in _latest_paths(results_dir):
+    for path in (p for name in LATEST_NAMES for p in _latest_paths(results_dir, name)):
         problem = _foreign(path)
         if problem:
             raise ResultsError(
@@ -881,11 +907,11 @@ def check_store(results_dir: Path) -> None:
                 "write: move it away or choose another --results-dir")
 
 
-def recover_latest(results_dir: Path) -> None:
-    """Finish or undo a `latest/` swap that was cut off between its two renames."""
+def recover_latest(results_dir: Path, name: str = LATEST) -> None:
+    """Finish or undo a `latest/` (or `name`) swap that was cut off between its two renames."""
     results_dir = Path(results_dir)
     check_store(results_dir)
-    latest, old, new = _latest_paths(results_dir)
+    latest, old, new = _latest_paths(results_dir, name)
     if not latest.exists() and old.exists():
         old.rename(latest)
     if old.exists():
@@ -898,14 +924,17 @@ _MARKER_TEXT = ("Written by linop-bench: a copy of the newest finished run, repl
                 "one. linop-bench refuses to replace a latest/ without this file.\n")
 
 
-def publish_latest(run_dir: Path) -> Path:
-    """Copy a finished run to `latest/`: build `latest.new` (marker first, so even a half-built
-    copy is known as ours), then swap it in with two renames. Signals wait until it is done."""
+def publish_latest(run_dir: Path, name: str = LATEST) -> Path:
+    """Copy a finished run to `latest/` (or `name`, e.g. latest-accuracy/): build `latest.new`
+    (marker first, so even a half-built copy is known as ours), then swap it in with two renames.
+    Signals wait until it is done."""
+    if name not in LATEST_NAMES:
+        raise ValueError(f"unknown latest copy {name!r} (expected one of {LATEST_NAMES})")
     run_dir = Path(run_dir)
     results_dir = run_dir.parent
-    latest, old, new = _latest_paths(results_dir)
+    latest, old, new = _latest_paths(results_dir, name)
     with interrupts.held():
-        recover_latest(results_dir)
+        recover_latest(results_dir, name)
         try:
             new.mkdir()
             (new / LATEST_MARKER).write_text(_MARKER_TEXT, encoding="utf-8")

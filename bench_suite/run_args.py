@@ -49,7 +49,8 @@ _RESUME_FIXED = (
     ("--device", "device"), ("--seed", "seed"), ("--rounds", "rounds"),
     ("--hash-seed", "hash_seed"), ("--metric", "metric"), ("--machine", "machine"),
     ("--timeout", "timeout"), ("--max-remeasure", "max_remeasure"),
-    ("--omp-wait-policy", "omp_wait_policy"),
+    ("--omp-wait-policy", "omp_wait_policy"), ("--study", "study"),
+    ("--sampling", "sampling"), ("--coils", "coils"), ("--ladder", "ladder"),
 )
 # Switches a resumed run accepts only where they say what its stored settings say:
 # (flag, argument name, settings key, the setting the switch means).

@@ -14,15 +14,18 @@ import ctypes
 import gc
 import math
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench_suite import privacy, stats
 from bench_suite.cases.base import (
+    DEFAULT_POINT,
     Case,
     Prepared,
     Size,
+    StudyPoint,
     Validation,
     Variant,
     VariantUnavailable,
@@ -82,6 +85,19 @@ class PlanItem:
     variant: Variant
     device: str
     num_threads: int
+    point: StudyPoint = DEFAULT_POINT
+
+    @property
+    def setting(self) -> str:
+        return self.point.setting
+
+    @property
+    def sampling(self) -> str:
+        return self.point.sampling
+
+    @property
+    def coils(self) -> int:
+        return self.point.coils
 
     def key(self, machine: str) -> tuple:
         """The identity of the record this item makes, in `results.IDENTITY_FIELDS` order (what
@@ -90,12 +106,16 @@ class PlanItem:
 
         values = {"case": self.case.id, "direction": self.direction,
                   "size_label": self.size.label, "variant": self.variant.id,
+                  "setting": self.setting, "sampling": self.sampling, "coils": self.coils,
                   "device": self.device, "num_threads": self.num_threads, "machine": machine}
         return tuple(values[name] for name in results.IDENTITY_FIELDS)
 
     def describe(self) -> str:
-        return (f"{self.case.id} {self.direction} {self.size.label} {self.variant.id} "
-                f"{self.device} t{self.num_threads}")
+        axes = [a for a in (self.setting, "" if self.sampling == "uniform" else self.sampling,
+                            "" if self.coils == 1 else f"{self.coils} coils") if a]
+        return (f"{self.case.id} {self.direction} {self.size.label} {self.variant.id}"
+                f"{' [' + ', '.join(axes) + ']' if axes else ''} {self.device} "
+                f"t{self.num_threads}")
 
 
 def parse_threads(spec: str, all_threads: int) -> list[int]:
@@ -141,13 +161,13 @@ def plan(cases: Iterable[Case], directions: Sequence[str] | None, sizes: Sequenc
 
 
 def resolve_item(case_id: str, direction: str, size_label: str, variant_id: str, device: str,
-                 num_threads: int) -> PlanItem:
+                 num_threads: int, point: StudyPoint = DEFAULT_POINT) -> PlanItem:
     """A PlanItem from names (how a worker process learns what to measure)."""
     from bench_suite.cases import CASES
 
     case = CASES[case_id]
     return PlanItem(case, direction, case.size(size_label), case.variant(variant_id), device,
-                    int(num_threads))
+                    int(num_threads), point)
 
 
 def make_handler(timer: str, device: str):
@@ -166,6 +186,7 @@ class RunSettings:
     machine: str = "unknown"
     metric_instructions: bool = False
     handler_factory: Callable[[str, str], Any] = make_handler
+    first_call: bool = False  # time the process's first call (the accuracy study)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -184,7 +205,9 @@ def base_record(item: PlanItem, machine: str) -> Record:
         variant=item.variant.id, device=item.device, num_threads=item.num_threads,
         machine=machine, status="failed", problem_size=size.problem_size,
         grid=list(size.grid), num_points=size.num_points,
-        label=f"{item.case.id} {item.direction}", sub_label=item.variant.id,
+        setting=item.setting, sampling=item.sampling, coils=item.coils,
+        label=f"{item.case.id} {item.direction}",
+        sub_label=item.variant.id + (f" {item.setting}" if item.setting else ""),
         description=f"{size.label} {'x'.join(map(str, size.grid))}",
         env=f"{machine} {item.device}",
     )
@@ -193,16 +216,23 @@ def base_record(item: PlanItem, machine: str) -> Record:
 def _prepare(item: PlanItem, settings: RunSettings, rec: Record) -> Prepared | None:
     """Prepare `item`, or fill `rec` as skipped / failed and return None."""
     try:
-        prep: Prepared = item.case.prepare(item.direction, item.size.label, item.variant.id,
-                                           item.device, item.num_threads, settings.seed)
+        if item.point.is_default and not item.point.time_setup:
+            prep: Prepared = item.case.prepare(item.direction, item.size.label, item.variant.id,
+                                               item.device, item.num_threads, settings.seed)
+        else:
+            prep = item.case.prepare(item.direction, item.size.label, item.variant.id,
+                                     item.device, item.num_threads, settings.seed, item.point)
     except VariantUnavailable as e:
-        rec.status, rec.reason = "skipped", str(e)
+        rec.status, rec.reason = "skipped", privacy.scrub(str(e))
         return None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - one benchmark must not stop the run
         rec.reason = f"prepare failed: {_one_line(e)}"
         return None
     rec.dtype, rec.extra = prep.dtype, dict(prep.extra)
     rec.notes.extend(prep.notes)
+    rec.extra_metrics.update(prep.extra_metrics)
+    if prep.num_points is not None:
+        rec.num_points = prep.num_points
     return prep
 
 
@@ -238,8 +268,15 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
     if prep is None:
         return rec, 0.0
     try:
+        if settings.first_call:
+            _first_call(prep, item, rec)
         check = prep.validate()
         if not _record_validation(rec, check):
+            return rec, 0.0
+        if item.setting and not check.ok:  # a ladder point that is not the transform: untimed
+            rec.status = "mismatch"
+            rec.reason = (f"relative error {check.rel_error:.2e} against {check.reference} "
+                          f"exceeds the ladder's gate {check.tolerance:.0e} (not timed)")
             return rec, 0.0
         repeat_diff = None
         if item.size.label == "small":
@@ -279,13 +316,56 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
 
 
 def fill_summary(rec: Record) -> None:
-    """The cached summary of `rec.times` (stats.py is the only definition) and noise warnings."""
+    """The cached summary of `rec.times` (stats.py is the only definition), noise warnings and,
+    for a problem that counts its non-uniform points, the throughput at the median time."""
     summary = stats.summarize(rec.times)
     rec.median, rec.mean, rec.iqr = summary["median"], summary["mean"], summary["iqr"]
     rec.ci_low, rec.ci_high, rec.num_runs = (summary["ci_low"], summary["ci_high"],
                                              summary["num_runs"])
     rec.warnings = [w for w in rec.warnings if not stats.is_noise_warning(w)]
     rec.warnings.extend(stats.noise_warnings(rec.times))
+    points = rec.extra.get("points_per_call")
+    if isinstance(points, (int, float)) and points > 0 and rec.median:
+        rec.extra_metrics["points_per_second"] = float(points) / rec.median
+
+
+def _inductor_entries() -> int | None:
+    """Files in this process's torch.compile (inductor) cache folder; None when it has none."""
+    import os
+    from pathlib import Path
+
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not folder or not Path(folder).is_dir():
+        return None
+    return sum(len(files) for _, _, files in os.walk(folder))
+
+
+def _first_call(prep: Prepared, item: PlanItem, rec: Record) -> None:
+    """Time the first call of this process (a worker forked for this unit): the one-off costs a
+    user pays once per scan, such as torch.compile and numba JIT, on top of a call. The record
+    says whether torch.compile found its kernels in the on-disk cache shared by every worker
+    (warm) or compiled them (cold), and what the process had already done."""
+    from bench_suite.cases import _common as C
+
+    data = prep.data_gen_fn()
+    before = _inductor_entries()
+    C.synchronize(item.device)
+    started = time.perf_counter()
+    prep.fn(data)
+    C.synchronize(item.device)
+    rec.extra_metrics["first_call_seconds"] = time.perf_counter() - started
+    after = _inductor_entries()
+    if before is None or after is None:
+        cache = "no compile cache folder"
+    elif after > before:
+        cache = f"cold: {after - before} files added to the shared compile cache"
+    else:
+        cache = "warm: nothing added to the shared compile cache"
+    rec.extra["first_call"] = {
+        "process": "a worker forked for this unit from a zygote that imported the libraries "
+                   "and warmed numba JIT of single-threaded libraries and the compiler's "
+                   "imports (never this kernel)",
+        "inductor_cache": cache}
 
 
 MEMORY_CALLS = 2

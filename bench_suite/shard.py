@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_suite.runner import PlanItem, Preset
+from bench_suite.store_schema import study_suffix
 
 CAMPAIGN_KEY = "campaign"  # the metadata key
 MERGED = "merged"  # campaign["shard"] of a merged run
@@ -128,13 +129,15 @@ def check_run_id(text: str) -> str:
 
 def unit_id(item: PlanItem) -> str:
     """`case/direction/size/variant/device/tN`: one unit of a selection, machine-independent."""
-    return (f"{item.case.id}/{item.direction}/{item.size.label}/{item.variant.id}/"
+    suffix = study_suffix(item.setting, item.sampling, item.coils)
+    return (f"{item.case.id}/{item.direction}/{item.size.label}/{item.variant.id}{suffix}/"
             f"{item.device}/t{item.num_threads}")
 
 
 def record_unit_id(record: Any) -> str:
     """The unit a stored record measured (the same text as `unit_id` of its plan item)."""
-    return (f"{record.case}/{record.direction}/{record.size_label}/{record.variant}/"
+    suffix = study_suffix(record.setting, record.sampling, record.coils)
+    return (f"{record.case}/{record.direction}/{record.size_label}/{record.variant}{suffix}/"
             f"{record.device}/t{record.num_threads}")
 
 

@@ -22,11 +22,28 @@ from typing import Any
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "mismatch", "nondeterministic", "failed", "skipped")
-# Statuses whose benchmark ran and was timed: such a record must carry its raw samples.
+# Statuses whose benchmark ran and was timed: such a record must carry its raw samples. The one
+# exception: a `mismatch` of an accuracy-ladder point (non-empty `setting`) is not timed.
 SAMPLED_STATUSES = ("ok", "mismatch", "nondeterministic")
 # Fields that identify one measurement; a resumed run skips records whose key is already stored,
 # `compare` matches records across runs on it, and it is unique within a run.
-IDENTITY_FIELDS = ("case", "direction", "size_label", "variant", "device", "num_threads", "machine")
+# `setting`, `sampling` and `coils` (the study axes, DESIGN.md) have defaults: a record that lacks
+# them (every run before the accuracy study) is the suite's default setting, uniform sampling and
+# one coil, so its key is unchanged against a new ordinary record.
+IDENTITY_FIELDS = ("case", "direction", "size_label", "variant", "setting", "sampling", "coils",
+                   "device", "num_threads", "machine")
+# Identity fields every stored record must carry (the others default, see above).
+REQUIRED_IDENTITY = ("case", "direction", "size_label", "variant", "device", "num_threads",
+                     "machine")
+IDENTITY_DEFAULTS = {"setting": "", "sampling": "uniform", "coils": 1}
+
+
+def study_suffix(setting: str, sampling: str, coils: int) -> str:
+    """'' for the default study axes, else '[setting;sampling;cN]': appended to a unit's
+    variant so names of ordinary units read as before."""
+    if (setting, sampling, coils) == tuple(IDENTITY_DEFAULTS.values()):
+        return ""
+    return f"[{setting};{sampling};c{coils}]"
 SCHEMA_DIR = Path(__file__).parent / "schema"
 SCHEMA_FILES = {"metadata": "metadata.schema.json", "results": "results.schema.json"}
 _JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -87,6 +104,11 @@ RECORD = _object({
     "direction": _string("forward or adjoint", non_empty=True),
     "size_label": _string("small, medium, large", non_empty=True),
     "variant": _string("variant id, e.g. torchlinops", non_empty=True),
+    "setting": _string("the accuracy setting (a ladder point), e.g. 'eps=1e-03 upsampfac=2'; "
+                       "'' or absent: the suite's default setting"),
+    "sampling": _string("sampling pattern of the non-uniform points: uniform (default), radial, "
+                        "spiral, stack-of-stars or kooshball", non_empty=True),
+    "coils": _int("coils transformed per call (default 1)", minimum=1),
     "device": _string("cpu or cuda", non_empty=True),
     "num_threads": _int("threads the variant was allowed", minimum=1),
     "machine": _string("machine label (never a host name)", non_empty=True),
@@ -132,7 +154,7 @@ RECORD = _object({
     }, "the runner's determinism check", nullable=True),
     "extra_metrics": Spec("object", "extra numbers, e.g. setup seconds", values=_num()),
 }, "one case x direction x size x variant x device x threads measurement",
-    required=(*IDENTITY_FIELDS, "status", "problem_size", "grid"))
+    required=(*REQUIRED_IDENTITY, "status", "problem_size", "grid"))
 
 # ----------------------------------------------------------------------------- metadata.json
 
@@ -371,8 +393,12 @@ def json_schema(kind: str) -> dict[str, Any]:
         title = "linop-bench run metadata (metadata.json)"
     elif kind == "results":
         record = _to_json_schema(RECORD)
+        sampled = [s for s in SAMPLED_STATUSES if s != "mismatch"]
         record["allOf"] = [{
-            "if": {"properties": {"status": {"enum": list(SAMPLED_STATUSES)}}},
+            "if": {"properties": {"status": {"enum": sampled}}},
+            "then": {"properties": {"times": {"minItems": 1}}, "required": ["times"]},
+        }, {  # a mismatch is timed, except at an accuracy-ladder point (setting not empty)
+            "if": {"properties": {"status": {"const": "mismatch"}, "setting": {"const": ""}}},
             "then": {"properties": {"times": {"minItems": 1}}, "required": ["times"]},
         }]
         body = {"type": "array", "items": {"$ref": "#/$defs/record"},

@@ -70,6 +70,13 @@ class Job:
     round_index: int = 0
     metric_instructions: bool = False
     output_path: str | None = None  # validate: where the output is saved (.npy)
+    # The study axes (runner.PlanItem.point) and whether to time setup and the first call.
+    ladder: str = ""
+    setting: str = ""
+    sampling: str = "uniform"
+    coils: int = 1
+    time_setup: bool = False
+    first_call: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -162,12 +169,16 @@ def describe_status(status: int) -> str:
 def run_job(job: Job) -> dict[str, Any]:
     """Do one job in this process and return its record as a dict (also used in-process)."""
     from bench_suite import runner
+    from bench_suite.cases.base import StudyPoint
 
+    point = StudyPoint(ladder=job.ladder, setting=job.setting, sampling=job.sampling,
+                       coils=int(job.coils), time_setup=bool(job.time_setup))
     item = runner.resolve_item(job.case, job.direction, job.size_label, job.variant, job.device,
-                               job.num_threads)
+                               job.num_threads, point)
     settings = runner.RunSettings(preset=runner.Preset.from_dict(job.preset), seed=job.seed,
                                   machine=job.machine,
-                                  metric_instructions=job.metric_instructions)
+                                  metric_instructions=job.metric_instructions,
+                                  first_call=bool(job.first_call))
     if job.kind == "measure":
         rec, timed = runner.measure(item, settings)
         rec.extra["timed_seconds"] = round(timed, 6)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bench_suite.cases import _common, libraries, registry  # noqa: F401 - libraries registers
+from bench_suite.cases import _common, libraries, registry, sampling  # noqa: F401 - registers
 from bench_suite.cases.base import (
     DEVICES,
     DIRECTIONS,
@@ -69,8 +69,15 @@ def catalogue(case_ids: Sequence[str] | None = None) -> dict[str, Any]:
         "case": c.id, "variant": v.id, "value": v.tolerances[c.family].value,
         "reason": v.tolerances[c.family].reason,
     } for c in chosen for v in c.variants if c.family in v.tolerances]
+    ladders = [{
+        "name": lad.name, "variant": v.id, "family": lad.family,
+        "description": lad.description, "settings": lad.settings(),
+        "quick": [lad.setting(p) for p in lad.quick_points()],
+        "tolerances": [lad.tolerance(p).value for p in lad.points],
+    } for v in used for lad in v.ladders if any(c.family == lad.family for c in chosen)]
     return {"cases": cases, "variants": variants, "tolerances": tolerances,
-            "size_order": list(SIZE_LABELS), "device_order": list(DEVICES)}
+            "size_order": list(SIZE_LABELS), "device_order": list(DEVICES),
+            "ladders": ladders, "sampling_order": list(sampling.PATTERNS)}
 
 
 __all__ = [

@@ -30,6 +30,22 @@ def _key(text: str) -> int:
     return zlib.crc32(text.encode())
 
 
+stable_key = _key
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued GPU work (torch and, when loaded, CuPy) so a host clock reads its end."""
+    if device != "cuda":
+        return
+    import sys
+
+    import torch
+
+    torch.cuda.synchronize()
+    if "cupy" in sys.modules:
+        sys.modules["cupy"].cuda.Device().synchronize()
+
+
 def locs_rng(seed: int, case_id: str, size_label: str) -> np.random.Generator:
     """Generator for the fixed sample locations of one case and size."""
     return np.random.default_rng([seed, _LOCS_STREAM, _key(case_id), _key(size_label)])

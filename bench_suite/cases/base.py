@@ -71,6 +71,27 @@ class Validation:
         return bool(self.rel_error <= self.tolerance)
 
 
+@dataclass(frozen=True)
+class StudyPoint:
+    """Where a measurement sits on the study axes (DESIGN.md "Study axes"): an accuracy-ladder
+    point (`ladder` name and its canonical `setting`; both empty for the suite's default
+    setting), the sampling pattern and the coils per call. `time_setup` asks the assembly to
+    time the adapter's construction (plan, linop) on its own: the study's setup cost."""
+
+    ladder: str = ""
+    setting: str = ""
+    sampling: str = "uniform"
+    coils: int = 1
+    time_setup: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return (self.ladder, self.setting, self.sampling, self.coils) == ("", "", "uniform", 1)
+
+
+DEFAULT_POINT = StudyPoint()
+
+
 @dataclass
 class Prepared:
     """A benchmark ready to time: `fn(data)` is timed, `data_gen_fn()` is not.
@@ -86,6 +107,8 @@ class Prepared:
     dtype: str = "complex64"
     extra: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    extra_metrics: dict[str, float] = field(default_factory=dict)
+    num_points: int | None = None  # the problem's M, when it differs from the size's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,8 +151,9 @@ class Problem:
 class Request:
     """What an adapter is asked to build: one problem, on one device, with a thread count.
 
-    `backend` is the variant's array type on `device`; `settings` holds study settings (an
-    accuracy setting, say) and is empty today.
+    `backend` is the variant's array type on `device`; `settings` holds the parameters of an
+    accuracy-ladder point (`Ladder.points`), empty for the suite's default setting. An adapter
+    reads what it knows (`settings.get("eps", EPS)`) and falls back to its default.
     """
 
     case: Case
@@ -162,6 +186,51 @@ class Built:
 Adapter = Callable[[Request], Built]
 
 
+def _format_value(key: str, value: float) -> str:
+    """How a ladder parameter is written in a setting string: eps-like values as 1e-03, grid
+    factors as 2x, the rest as %g."""
+    if key in ("eps", "epsilon"):
+        return f"{value:.0e}"
+    if key == "grid":
+        return f"{value:g}x"
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """A library's accuracy ladder on one operator family: the settings spanning its range.
+
+    `points` are parameter dicts passed to the adapter as `Request.settings`; `quick` the indices
+    of the few points the quick study runs; `tolerance(params)` the validation bound of a point
+    (a gross-error gate, not an accuracy target: the error itself is the study's x-axis).
+    """
+
+    name: str
+    family: str
+    points: tuple[Mapping[str, float], ...]
+    tolerance: Callable[[Mapping[str, float]], Tolerance]
+    quick: tuple[int, ...] = ()
+    description: str = ""
+
+    def setting(self, params: Mapping[str, float]) -> str:
+        """The canonical setting string of a point, e.g. 'eps=1e-03 upsampfac=2'."""
+        return " ".join(f"{k}={_format_value(k, float(v))}" for k, v in params.items())
+
+    def settings(self) -> list[str]:
+        return [self.setting(p) for p in self.points]
+
+    def point(self, setting: str) -> Mapping[str, float]:
+        """The parameters of the point called `setting`; ValueError lists the valid ones."""
+        for p in self.points:
+            if self.setting(p) == setting:
+                return p
+        raise ValueError(f"ladder {self.name!r} has no point {setting!r} (valid: "
+                         f"{', '.join(repr(s) for s in self.settings())})")
+
+    def quick_points(self) -> tuple[Mapping[str, float], ...]:
+        return tuple(self.points[i] for i in self.quick) or self.points
+
+
 @dataclass(frozen=True, eq=False)
 class Variant:
     """One implementation (a library, or one way of calling it): a registry entry.
@@ -187,6 +256,11 @@ class Variant:
     threads: str = "native"
     torch_operators: bool = False
     packages: Mapping[str, str] = field(default_factory=dict)
+    ladders: tuple[Ladder, ...] = ()
+
+    def ladder(self, family: str) -> Ladder | None:
+        """This entry's accuracy ladder on `family` (None: it has none)."""
+        return next((lad for lad in self.ladders if lad.family == family), None)
 
     def backend(self, device: str) -> str:
         """The array type on `device`; a device the entry does not declare is an error."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_suite.cases import nufft
+from bench_suite.cases import ladders, nufft
 from bench_suite.cases.base import Built, Request, Variant
 from bench_suite.cases.lib_finufft import EPS, UNNORMALISED
 
@@ -19,25 +19,32 @@ def cufinufft_nufft(req: Request) -> Built:
 
     p: nufft.NufftProblem = req.problem
     pts = [torch.from_numpy(r).to(req.device) for r in p.radians()]
-    kwargs = {"eps": EPS, "isign": -1 if p.forward else 1, "dtype": "complex64"}
+    eps = float(req.settings.get("eps", EPS))
+    kwargs = {"eps": eps, "isign": -1 if p.forward else 1, "dtype": "complex64"}
     probe = torch.zeros(p.input_shape, dtype=torch.complex64, device=req.device)
 
     def plan_with(**opts: Any) -> Any:
-        plan = cufinufft.Plan(2 if p.forward else 1, p.grid, 1, **kwargs, **opts)
+        plan = cufinufft.Plan(2 if p.forward else 1, p.grid, p.coils, **kwargs, **opts)
         plan.setpts(*pts)
         plan.execute(probe)  # an unsupported option may only fail here; untimed
         return plan
 
-    try:
-        plan, upsampfac = plan_with(upsampfac=p.oversamp), p.oversamp
-    except (RuntimeError, TypeError, ValueError):
-        plan, upsampfac = plan_with(), 2.0
+    asked = float(req.settings.get("upsampfac", p.oversamp))
+    if "upsampfac" in req.settings:  # a ladder point: no fallback, a refusal is its reason
+        plan, upsampfac = plan_with(upsampfac=asked), asked
+    else:
+        try:
+            plan, upsampfac = plan_with(upsampfac=asked), asked
+        except (RuntimeError, TypeError, ValueError):
+            plan, upsampfac = plan_with(), 2.0
 
     def fn(data: Any, _plan=plan, _pts=pts) -> Any:
         return _plan.execute(data)
 
-    info = {"interface": "cufinufft.Plan, setpts once outside timing", "eps": EPS,
+    info = {"interface": "cufinufft.Plan, setpts once outside timing", "eps": eps,
             "upsampfac": upsampfac}
+    if p.coils > 1:
+        info["coil_batching"] = f"native: one plan, n_trans={p.coils}"
     return Built(fn, extra=info, to_reference=lambda y: y * p.scale)
 
 
@@ -49,4 +56,6 @@ VARIANT = Variant(
     scaling=UNNORMALISED,
     notes=("cufinufft.Plan on torch CUDA tensors (setpts once outside timing), eps 1e-2",),
     packages={"cufinufft": "cufinufft"},
+    ladders=(ladders.eps_ladder("cufinufft-eps", description=(
+        "eps 1e-1 ... 1e-6 at upsampfac 1.25 and 2.0, as FINUFFT (CUDA only)")),),
 )

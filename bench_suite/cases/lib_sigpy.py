@@ -7,7 +7,7 @@ more than one thread says that num_threads does not apply.
 from __future__ import annotations
 
 from bench_suite.cases import _common as C
-from bench_suite.cases import blocks, interpolate, nufft
+from bench_suite.cases import blocks, interpolate, ladders, nufft
 from bench_suite.cases.base import Built, Request, Variant
 
 
@@ -16,14 +16,22 @@ def _coord(req: Request):
 
 
 def sigpy_nufft(req: Request) -> Built:
+    """Accuracy ladder: oversampling x width from `req.settings` (SigPy derives its
+    Kaiser-Bessel beta from them). Coils: SigPy transforms leading axes natively."""
     import sigpy as sp
 
     p: nufft.NufftProblem = req.problem
     coord = _coord(req)
+    oversamp = float(req.settings.get("os", p.oversamp))
+    width = int(req.settings.get("width", p.width))
+    info = ({"oversamp": oversamp, "width": width} if req.settings else {})
+    if p.coils > 1:
+        info["coil_batching"] = "native: a leading coil axis"
     if p.forward:
-        return Built(lambda x: sp.nufft(x, coord, oversamp=p.oversamp, width=p.width))
-    return Built(lambda y: sp.nufft_adjoint(y, coord, oshape=p.grid, oversamp=p.oversamp,
-                                            width=p.width))
+        return Built(lambda x: sp.nufft(x, coord, oversamp=oversamp, width=width), extra=info)
+    oshape = (*p.batch, *p.grid)
+    return Built(lambda y: sp.nufft_adjoint(y, coord, oshape=oshape, oversamp=oversamp,
+                                            width=width), extra=info)
 
 
 def sigpy_interp(req: Request) -> Built:
@@ -57,4 +65,6 @@ VARIANT = Variant(
     scaling="native (the reference convention)", threads="single",
     notes=("NumPy on the CPU (single-threaded), CuPy on CUDA (timer: cupy)",),
     packages={"sigpy": "sigpy", "numba": "numba", "cupy": "cupy-cuda12x"},
+    ladders=(ladders.kernel_ladder("sigpy-os-width", quick=((1.25, 2), (1.25, 4), (2.0, 8)),
+                                   description="oversampling {1.25, 2} x width {2, 3, 4, 6, 8}"),),
 )

@@ -3,13 +3,17 @@ built once outside timing (what a reconstruction loop would hold on to).
 
 Both reimplement SigPy's algorithms in torch (torch.compile on the first call of some), so they
 run through torch operators and `linop-bench profile` breaks them down per operator.
+
+Accuracy ladder (NUFFT): oversampling {1.25, 2} x width {2, 3, 4, 6, 8}; in the study a point is
+held to the exact DFT like every library (the suite's default holds it to SigPy). Coils: a
+leading batch dimension (functional) or the linop's batch_shape ("C",), natively.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench_suite.cases import blocks, interpolate, nufft
+from bench_suite.cases import blocks, interpolate, ladders, nufft
 from bench_suite.cases.base import Built, Request, Variant
 
 TORCH_EVERYWHERE = {"cpu": "torch", "cuda": "torch"}
@@ -35,17 +39,29 @@ def _interp_params(p: interpolate.InterpProblem) -> dict[str, Any]:
 
 
 # --- functional ----------------------------------------------------------------------------------
+def _kernel(req: Request) -> tuple[float, float, dict[str, Any]]:
+    """(oversampling, width, record facts): a ladder point's, or the problem's."""
+    p: nufft.NufftProblem = req.problem
+    oversamp = float(req.settings.get("os", p.oversamp))
+    width = float(req.settings.get("width", p.width))
+    info = {**_nufft_extra(), **({"oversamp": oversamp, "width": width} if req.settings else {})}
+    if p.coils > 1:
+        info["coil_batching"] = "native: a leading batch dimension"
+    return oversamp, width, info
+
+
 def functional_nufft(req: Request) -> Built:
     import torchlinops.functional as F
 
     p: nufft.NufftProblem = req.problem
-    locs, width = _locs(req), float(p.width)
+    locs = _locs(req)
+    oversamp, width, info = _kernel(req)
     if p.forward:
-        fn = lambda x: F.nufft(x, locs, oversamp=p.oversamp, width=width)  # noqa: E731
+        fn = lambda x: F.nufft(x, locs, oversamp=oversamp, width=width)  # noqa: E731
     else:
         fn = lambda y: F.nufft_adjoint(  # noqa: E731
-            y, locs, p.grid, oversamp=p.oversamp, width=width)
-    return Built(fn, extra=_nufft_extra())
+            y, locs, p.grid, oversamp=oversamp, width=width)
+    return Built(fn, extra=info)
 
 
 def functional_interp(req: Request) -> Built:
@@ -72,9 +88,11 @@ def linop_nufft(req: Request) -> Built:
     from torchlinops import NUFFT
 
     p: nufft.NufftProblem = req.problem
-    a = NUFFT(_locs(req), p.grid, output_shape=("K",), oversamp=p.oversamp,
-              width=float(p.width)).to(req.device)
-    return Built(a if p.forward else a.H, extra=_nufft_extra())  # the adjoint object, once
+    oversamp, width, info = _kernel(req)
+    batch = {"batch_shape": ("C",)} if p.coils > 1 else {}
+    a = NUFFT(_locs(req), p.grid, output_shape=("K",), oversamp=oversamp, width=width,
+              **batch).to(req.device)
+    return Built(a if p.forward else a.H, extra=info)  # the adjoint object, once
 
 
 def linop_interp(req: Request) -> Built:
@@ -106,10 +124,17 @@ FUNCTIONAL = Variant(
     id="torchlinops", title="torchlinops (functional)", colour="#1f77b4",  # blue
     build={"nufft": functional_nufft, "interp": functional_interp, "blocks": functional_blocks},
     tolerances=_TOLERANCES,
-    notes=("torchlinops.functional, everything recomputed per call",), **_COMMON)
+    notes=("torchlinops.functional, everything recomputed per call",),
+    ladders=(ladders.kernel_ladder("torchlinops-os-width",
+                                   quick=((1.25, 2), (1.25, 4), (2.0, 8)),
+                                   description="oversampling {1.25, 2} x width {2, 3, 4, 6, 8}"),),
+    **_COMMON)
 
 LINOP = Variant(
     id="torchlinops-linop", title="torchlinops (linop)", colour="#7fb8e6",  # light blue
     build={"nufft": linop_nufft, "interp": linop_interp, "blocks": linop_blocks},
     tolerances=_TOLERANCES,
-    notes=("torchlinops linop built once outside timing; A(x) / A.H(y)",), **_COMMON)
+    notes=("torchlinops linop built once outside timing; A(x) / A.H(y)",),
+    ladders=(ladders.kernel_ladder("torchlinops-linop-os-width", quick=((1.25, 4), (2.0, 8)),
+                                   description="oversampling {1.25, 2} x width {2, 3, 4, 6, 8}"),),
+    **_COMMON)

@@ -30,7 +30,6 @@ kernel from an accuracy target, set so that its error does not exceed FINUFFT's 
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from bench_suite.cases import _common as C
+from bench_suite.cases import sampling as sampling_patterns
 from bench_suite.cases.assemble import make_case
 from bench_suite.cases.base import Problem, Size, Tolerance, Variant
 from bench_suite.cases.sizes import SIZES_2D, SIZES_3D
@@ -72,6 +72,19 @@ class NufftProblem(Problem):
     oversamp: float
     width: int
     beta: float
+    sampling: str = "uniform"
+    coils: int = 1
+
+    @property
+    def num_points(self) -> int:
+        """M, the number of non-uniform points (the pattern's, not always the size's)."""
+        return int(self.locs.shape[0])
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        """The coil axis of inputs and outputs: () for one coil (the layout of every earlier
+        run), (C,) for C coils."""
+        return (self.coils,) if self.coils > 1 else ()
 
     @property
     def scale(self) -> float:
@@ -86,15 +99,12 @@ class NufftProblem(Problem):
 
 
 # --- locations and inputs ------------------------------------------------------------------------
-@functools.lru_cache(maxsize=16)
 def nufft_locs(seed: int, case_id: str, size_label: str, grid: tuple[int, ...],
-               num_points: int) -> np.ndarray:
-    """Fixed locations, float32 (M, D), uniform in [-N/2, N/2) per axis (SigPy's convention)."""
-    rng = C.locs_rng(seed, case_id, size_label)
-    u = rng.random((num_points, len(grid)), dtype=np.float64)
-    locs = ((u - 0.5) * np.asarray(grid, dtype=np.float64)).astype(np.float32)
-    locs.setflags(write=False)
-    return locs
+               num_points: int, sampling: str = "uniform") -> np.ndarray:
+    """Fixed locations, float32 (M, D) in SigPy's convention: uniform in [-N/2, N/2) per axis,
+    or another sampling pattern (sampling.py)."""
+    return sampling_patterns.locations(sampling, seed, case_id, size_label, tuple(grid),
+                                       int(num_points))
 
 
 def radians(locs: np.ndarray, grid: tuple[int, ...]) -> list[np.ndarray]:
@@ -157,10 +167,19 @@ def exact_adjoint(y: np.ndarray, locs: np.ndarray, grid: tuple[int, ...],
     return out * scale
 
 
-def _exact_reference(case_id: str, direction: str, size: Any, seed: int,
-                     x0: np.ndarray) -> C.Reference:
-    grid, m = size.grid, size.num_points
-    locs = nufft_locs(seed, case_id, size.label, grid, m)
+def _exact_reference(case_id: str, direction: str, size: Any, seed: int, x0: np.ndarray,
+                     locs: np.ndarray, coils: int = 1) -> C.Reference:
+    """The exact DFT of `x0`, coil by coil when it has a coil axis (coils > 1): every coil is
+    checked on the same outputs."""
+    if coils > 1:
+        per = [_exact_reference(case_id, direction, size, seed, x, locs) for x in x0]
+        n = math.prod(per[0].shape)
+        index = (None if per[0].index is None else
+                 np.concatenate([per[0].index + c * n for c in range(coils)]))
+        return C.Reference(np.concatenate([r.values.reshape(-1) for r in per])
+                           if index is not None else np.stack([r.values for r in per]),
+                           per[0].name, (coils, *per[0].shape), index)
+    grid, m = size.grid, len(locs)
     full = m * math.prod(grid) <= EXACT_FULL_LIMIT
     rng = C.subset_rng(seed, case_id, direction, size.label)
     if direction == "forward":
@@ -180,44 +199,65 @@ def _exact_reference(case_id: str, direction: str, size: Any, seed: int,
                        f"exact-dft ({idx.size} of {math.prod(grid)} outputs)", shape, idx)
 
 
-def _sigpy_reference(case_id: str, direction: str, size: Any, seed: int,
-                     x0: np.ndarray) -> C.Reference:
-    """SigPy on the CPU with the same float32 locations and complex64 input."""
+def _sigpy_reference(case_id: str, direction: str, size: Any, seed: int, x0: np.ndarray,
+                     locs: np.ndarray, coils: int = 1) -> C.Reference:
+    """SigPy on the CPU with the same float32 locations and complex64 input (SigPy batches
+    leading axes: a coil axis is transformed coil by coil)."""
     import sigpy as sp
 
-    locs = nufft_locs(seed, case_id, size.label, size.grid, size.num_points)
     if direction == "forward":
         out = sp.nufft(x0, locs, oversamp=OVERSAMP, width=WIDTH)
     else:
-        out = sp.nufft_adjoint(x0, locs, oshape=size.grid, oversamp=OVERSAMP, width=WIDTH)
+        oshape = (*x0.shape[:-1], *size.grid)
+        out = sp.nufft_adjoint(x0, locs, oshape=oshape, oversamp=OVERSAMP, width=WIDTH)
     return C.Reference(np.asarray(out, dtype=np.complex128), "sigpy", tuple(out.shape))
 
 
-def _cached(build, case_id: str, direction: str, size: Size, seed: int, kind: str):
+def _cached(build, case_id: str, direction: str, size: Size, seed: int, kind: str,
+            locs: np.ndarray, sampling: str = "uniform", coils: int = 1):
     def reference(x0: np.ndarray) -> C.Reference:
         key = ("nufft", case_id, direction, size.label, seed, kind)
-        return C.cached(key, lambda: build(case_id, direction, size, seed, x0))
+        if (sampling, coils) != ("uniform", 1):  # the key of every earlier run otherwise
+            key = (*key, sampling, coils)
+        return C.cached(key, lambda: build(case_id, direction, size, seed, x0, locs, coils))
 
     return reference
 
 
 # --- the problem ---------------------------------------------------------------------------------
-def pose(case_id: str, direction: str, size: Size, seed: int) -> NufftProblem:
+def pose(case_id: str, direction: str, size: Size, seed: int, sampling: str = "uniform",
+         coils: int = 1) -> NufftProblem:
     """The NUFFT every variant gets. SigPy and the peers, whose kernels differ, are held to the
-    exact DFT (the default reference); torchlinops, which reimplements SigPy, to SigPy itself."""
-    grid, m = tuple(size.grid), int(size.num_points)
+    exact DFT (the default reference); torchlinops, which reimplements SigPy, to SigPy itself.
+
+    `sampling` picks the pattern of the points (sampling.py) and `coils` > 1 adds a leading coil
+    axis to inputs and outputs (C independent transforms with the same points, as for the coil
+    images of a multi-coil MRI scan)."""
+    grid = tuple(size.grid)
+    if int(coils) < 1:
+        raise ValueError(f"coils must be at least 1, got {coils}")
+    locs = nufft_locs(seed, case_id, size.label, grid, int(size.num_points), sampling)
+    m, coils = len(locs), int(coils)
     forward = direction == "forward"
+    batch = (coils,) if coils > 1 else ()
+    extra: dict[str, Any] = {"oversamp": OVERSAMP, "width": WIDTH,
+                             "locations": "uniform in [-N/2, N/2), float32"}
+    if sampling != "uniform":
+        extra["locations"] = f"{sampling} trajectory in [-N/2, N/2], float32"
+    if (sampling, coils) != ("uniform", 1):
+        extra["num_points"] = m
+    extra["points_per_call"] = m * coils  # what points_per_second counts
     return NufftProblem(
         case_id=case_id, direction=direction, size=size, seed=seed,
-        input_shape=grid if forward else (m,),
+        input_shape=(*batch, *grid) if forward else (*batch, m),
         references={
-            "exact-dft": _cached(_exact_reference, case_id, direction, size, seed, "exact"),
-            "sigpy": _cached(_sigpy_reference, case_id, direction, size, seed, "sigpy"),
+            "exact-dft": _cached(_exact_reference, case_id, direction, size, seed, "exact",
+                                 locs, sampling, coils),
+            "sigpy": _cached(_sigpy_reference, case_id, direction, size, seed, "sigpy",
+                             locs, sampling, coils),
         },
-        extra={"oversamp": OVERSAMP, "width": WIDTH,
-               "locations": "uniform in [-N/2, N/2), float32"},
-        locs=nufft_locs(seed, case_id, size.label, grid, m), grid=grid,
-        oversamp=OVERSAMP, width=WIDTH, beta=BETA,
+        extra=extra, locs=locs, grid=grid, oversamp=OVERSAMP, width=WIDTH, beta=BETA,
+        sampling=sampling, coils=coils,
     )
 
 

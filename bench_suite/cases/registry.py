@@ -16,7 +16,7 @@ import contextlib
 import re
 from collections.abc import Iterator, Sequence
 
-from bench_suite.cases.base import BACKENDS, CLOCKS, DEVICES, THREADING, Variant
+from bench_suite.cases.base import BACKENDS, CLOCKS, DEVICES, THREADING, Ladder, Variant
 
 _REGISTRY: dict[str, Variant] = {}
 _COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -51,6 +51,16 @@ def _problems(v: Variant) -> list[str]:
         out.append(f"threads {v.threads!r} is not one of {THREADING}")
     if not v.scaling:
         out.append("needs a scaling note")
+    names = [lad.name for lad in v.ladders]
+    if len(set(names)) != len(names):
+        out.append(f"ladder names {names} must be distinct")
+    for lad in v.ladders:
+        if lad.family not in v.build:
+            out.append(f"ladder {lad.name!r} is for {lad.family!r}, which it does not build")
+        if not lad.points or any(not 0 <= i < len(lad.points) for i in lad.quick):
+            out.append(f"ladder {lad.name!r} needs points, and quick indices into them")
+        if len(set(lad.settings())) != len(lad.points):
+            out.append(f"ladder {lad.name!r} has two points with the same setting")
     return out
 
 
@@ -97,6 +107,12 @@ def variants() -> tuple[Variant, ...]:
 
 def ids() -> list[str]:
     return list(_REGISTRY)
+
+
+def ladders(family: str | None = None) -> dict[str, tuple[Variant, Ladder]]:
+    """Every registered accuracy ladder (of `family`, or all), by name, in registry order."""
+    return {lad.name: (v, lad) for v in _REGISTRY.values() for lad in v.ladders
+            if family is None or lad.family == family}
 
 
 class FamilyVariants(Sequence[Variant]):
