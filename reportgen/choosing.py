@@ -23,7 +23,7 @@ from reportgen import frontier, frontier_chart
 from reportgen.charts import ChartFile, save
 from reportgen.load import Library, Run
 from reportgen.numbers import factor, rate_text, time_text
-from reportgen.pages import machine_line, status_counts
+from reportgen.pages import environment, machine_line, status_counts
 from reportgen.site import Site
 from reportgen.style import Style
 from reportgen.tables import Table
@@ -174,5 +174,5 @@ def write_choosing_page(library: Library, site: Site) -> list[ChartFile]:
               how_to=HOW_TO, default_setting=frontier.DEFAULT_SETTING, targets=[
                   frontier.target_text(t) for t in frontier.TARGETS],
               reach_table=reach_table, front_table=front_table, machine_line=machine_line,
-              status_counts=status_counts)
+              environment=environment, status_counts=status_counts)
     return charts

@@ -28,7 +28,6 @@ TARGETS = (1e-2, 1e-3, 1e-4, 1e-5)
 DEFAULT_SETTING = ("oversampling 1.25 and kernel width 4 (SigPy, torchlinops, torchkbnufft), "
                    "FINUFFT at eps 1e-2, ducc0 at the matching epsilon")
 PANEL_KEYS = ["machine", "device", "num_threads", "case", "size_label", "sampling", "coils"]
-BOARD_KEYS = ["machine", "device", "num_threads"]
 
 
 def target_text(target: float) -> str:
@@ -186,7 +185,9 @@ class Panel:
         return f"grid {grid}{points}"
 
     def sentences(self, style: Style = DEFAULT) -> list[str]:
-        return [d.sentence(style.title(d.direction).capitalize()) for d in self.directions]
+        titles = [style.title(d.direction) for d in self.directions]
+        return [d.sentence(t[:1].upper() + t[1:]) for d, t in zip(self.directions, titles,
+                                                                    strict=True)]
 
     def variants(self, style: Style = DEFAULT) -> list[str]:
         return style.order("variant", {v for d in self.directions for v in d.points["variant"]})
@@ -204,7 +205,8 @@ def panels(frame: pd.DataFrame, style: Style = DEFAULT,
     out: list[Panel] = []
     if frame.empty:
         return out
-    for key, g in frame.groupby(PANEL_KEYS, sort=False):
+    frame = frame.reset_index(drop=True)  # fronts are marked by row label
+    for key, g in frame.groupby(PANEL_KEYS, sort=False, dropna=False):
         machine, device, threads, case, size, sampling, coils = key
         directions = []
         for direction in style.order("direction", g["direction"]):

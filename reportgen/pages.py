@@ -269,7 +269,9 @@ def write_result_pages(library: Library, site: Site) -> list[charts.ChartFile]:
                  versus_variants=findings.versus_variants, versus_rows=findings.versus_rows)
     common = dict(library=library, how_to_cpu=HOW_TO_CPU, how_to_gpu=HOW_TO_GPU,
                   status_counts=status_counts, links=site.links(), style=style,
-                  default_setting=frontier.DEFAULT_SETTING, choosing=CHOOSING)
+                  default_setting=frontier.DEFAULT_SETTING, choosing=CHOOSING,
+                  study_sentences=[frontier.board_sentence(b) for b in frontier.boards(
+                      frontier.panels(library.accuracy, style))])
     site.snippet(ANSWER_SNIPPET, "answer.md.j2", base="benchmarks/", home=True, **found,
                  **common)
     site.page("index.md", "index.md.j2", cpu=cpu, gpu=gpu, counts=counts,
