@@ -248,7 +248,7 @@ def test_choosing_page_shows_its_chart_table_and_csv(browser, served_site):
         page.click("nav.lb-pagelinks a[href='choosing-a-nufft.html']")
         page.wait_for_load_state("load")
         found = page.evaluate(PROBE)
-        assert page.inner_text("article h1") == "Choosing a NUFFT"
+        assert page.inner_text("article h1").startswith("Choosing a NUFFT")
         text = page.inner_text("article")
         if not sitebuild.fx.ACCURACY_AXES:
             assert "No accuracy study yet" in text and "just bench-accuracy" in text
@@ -261,7 +261,7 @@ def test_choosing_page_shows_its_chart_table_and_csv(browser, served_site):
         reach = [h for h in heads if h[:2] == ["accuracy", "fastest"]]
         assert len(reach) == 2 * len(sitebuild.fx.ACCURACY_PANELS)
         assert all(h[-2:] == ["runner-up", "ratio"] for h in reach)
-        assert page.locator("article table >> text=1e-5").count() > 0
+        assert "1e-5" in text
         link = page.locator("article a[href$='.csv']").first
         href = link.get_attribute("href")
         response = page.request.get(link.evaluate("a => a.href"))
