@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reportgen import history, pages, profiles
+from reportgen import choosing, history, pages, profiles
 from reportgen.load import Library
 from reportgen.site import Site
 
@@ -26,6 +26,7 @@ def build(library: Library, docs_dir: Path, profiles_dir: Path) -> BuildSummary:
     """Write every page and asset under `docs_dir/benchmarks/`."""
     site = Site(docs_dir)
     charts = pages.write_result_pages(library, site)
+    charts += choosing.write_choosing_page(library, site)
     history.write_history_page(library, site)
     profiles.write_profiles_page(library, profiles_dir, site)
     removed = site.finish()

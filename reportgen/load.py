@@ -9,6 +9,13 @@ From the runs it picks what the result pages show -- per (machine, device), the 
 run that measured it, so a CPU run from one machine and a GPU run from another appear side by
 side -- and lays those records out as one tidy pandas DataFrame. The history and profiles pages
 take their runs from the same Library.
+
+A run whose `metadata.settings.study` is "accuracy" is an accuracy study (ladders of settings,
+sampling patterns, coils): it never feeds the device pages or the history; per (machine,
+device) the newest finished study feeds the page "Choosing a NUFFT" (`Library.accuracy`). Its
+newest run may also be copied to `latest-accuracy/`, read like `latest/`: only when its archive
+is gone. Runs without the study fields (every run before the studies) load as they always did:
+setting "" (the suite's default), sampling "uniform", one coil.
 """
 
 from __future__ import annotations
@@ -41,12 +48,33 @@ from reportgen.style import Style
 # Columns of the tidy frame, in the order the CSV download shows them.
 COLUMNS = [
     "run_id", "machine", "device", "case", "direction", "size_label", "problem_size", "grid",
-    "num_points", "variant", "num_threads", "status", "reason", "dtype", "median", "q1", "q3",
-    "iqr", "mean", "ci_low", "ci_high", "num_runs", "number_per_run", "peak_mem_bytes",
-    "peak_mem_delta_bytes", "peak_mem_note", "rel_error", "tolerance", "reference", "instructions",
-    "warnings", "notes", "started_at", "finished_at", "git_sha", "git_dirty", "partial", "times",
+    "num_points", "variant", "setting", "sampling", "coils", "num_threads", "status", "reason",
+    "dtype", "median", "q1", "q3", "iqr", "mean", "ci_low", "ci_high", "num_runs",
+    "number_per_run", "peak_mem_bytes", "peak_mem_delta_bytes", "peak_mem_note", "rel_error",
+    "tolerance", "reference", "instructions", "warnings", "notes", "started_at", "finished_at",
+    "git_sha", "git_dirty", "partial", "ladder_name", "ladder", "points_per_second",
+    "setup_seconds", "first_call_seconds", "times",
 ]
 ARCHIVE, LATEST_COPY, NAMED = "archive", "latest", "named"
+ACCURACY = "accuracy"  # metadata.settings.study of an accuracy study
+TIMING = "timing"  # ... of the suite's ordinary runs (or no study at all)
+LATEST_ACCURACY = "latest-accuracy"  # the newest study's copy, beside latest/
+# Directories of the store that are copies, not runs (bench_suite may not list the study's yet).
+COPIES = (LATEST_ACCURACY, f"{LATEST_ACCURACY}.new", f"{LATEST_ACCURACY}.old")
+# The identity a record has when it predates the study axes: the suite's default setting.
+DEFAULT_AXES = {"setting": "", "sampling": "uniform", "coils": 1}
+EXTRA_METRICS = ("points_per_second", "setup_seconds", "first_call_seconds")
+
+
+def study_of(meta: RunMetadata) -> str:
+    """`accuracy` for an accuracy study, `timing` for every other run."""
+    study = (meta.settings or {}).get("study")
+    return str(study) if study else TIMING
+
+
+def axes_of(record: Record) -> dict[str, object]:
+    """A record's setting, sampling pattern and coils; the defaults for a record without them."""
+    return {k: getattr(record, k, default) for k, default in DEFAULT_AXES.items()}
 
 
 @dataclass(eq=False)
@@ -74,6 +102,10 @@ class Run:
     def date(self) -> str:
         return run_date(self.meta, self.path.name)
 
+    @property
+    def study(self) -> str:
+        return study_of(self.meta)
+
     def pairs(self) -> list[tuple[str, str]]:
         """The (machine, device) pairs this run measured, in record order."""
         return list(dict.fromkeys((r.machine, r.device) for r in self.records))
@@ -89,16 +121,19 @@ class Library:
     style: Style
     skipped: list[str] = field(default_factory=list)  # bad inputs passed over with --skip-bad
     notes: list[str] = field(default_factory=list)  # e.g. partial runs that were ignored
+    accuracy_shown: list[Run] = field(default_factory=list)  # the studies "Choosing" shows
+    accuracy: pd.DataFrame = field(default_factory=lambda: records_frame([]))  # their records
 
     @property
     def empty(self) -> bool:
         return self.frame.empty
 
     def archived(self) -> list[Run]:
-        """Finished runs archived in the store, oldest first: what the history shows (not the
-        shards of a campaign: their merged run stands for them)."""
+        """Finished ordinary runs archived in the store, oldest first: what the history shows
+        (not the shards of a campaign: their merged run stands for them; not the accuracy
+        studies, whose ladder points are not the suite's settings)."""
         return [r for r in self.runs if r.source == ARCHIVE and not r.partial
-                and not campaigns.is_shard(r.meta)]
+                and not campaigns.is_shard(r.meta) and r.study != ACCURACY]
 
 
 def read_run(path: Path, source: str = ARCHIVE, meta: RunMetadata | None = None) -> Run:
@@ -136,12 +171,14 @@ def load_library(results_dir: Path, run_names: Sequence[str] | None = None,
             return None
 
     by_path: dict[Path, Run | None] = {p.resolve(): attempt(p, ARCHIVE)
-                                       for p in run_dirs(results_dir)}
+                                       for p in run_dirs(results_dir) if p.name not in COPIES}
     runs = [r for r in by_path.values() if r is not None]
-    latest = _latest_copy(results_dir, {r.run_id for r in runs}, attempt)
-    if latest is not None:  # only a latest/ copy whose archive is gone
-        by_path[latest.path.resolve()] = latest
-        runs.append(latest)
+    archived_ids = {r.run_id for r in runs}
+    for copy in (LATEST, LATEST_ACCURACY):
+        latest = _latest_copy(results_dir / copy, archived_ids, attempt)
+        if latest is not None:  # only a latest copy whose archive is gone
+            by_path[latest.path.resolve()] = latest
+            runs.append(latest)
 
     if run_names:
         named: list[Run] = []
@@ -160,26 +197,47 @@ def load_library(results_dir: Path, run_names: Sequence[str] | None = None,
                     runs.append(by_path[key])
             if by_path[key] is not None:
                 named.append(by_path[key])
-        chosen = _choose_named(named, notes)
+        # a named study replaces the default study of its devices, a named run the default run
+        studies = [r for r in named if r.study == ACCURACY]
+        chosen = _choose_named([r for r in named if r.study != ACCURACY], notes)
+        chosen_studies = (_choose_named(studies, notes) if studies
+                          else select_default(runs, ACCURACY))
     else:
         chosen = select_default(runs)
+        chosen_studies = select_default(runs, ACCURACY)
         notes += [f"run {run.run_id} is partial (interrupted) and was ignored; show it with "
                   f"--run {run.path.name}" for run in runs if run.partial]
 
     runs.sort(key=_by_age)
     shown = sorted(dict.fromkeys(chosen.values()), key=_by_age)
     notes += campaigns.notes(runs, shown)
-    frame = records_frame([(run, [r for r in run.records
-                                  if chosen.get((r.machine, r.device)) is run]) for run in shown])
+    frame = records_frame([(run, _default_axes(run, chosen, notes)) for run in shown])
+    studies_shown = sorted(dict.fromkeys(chosen_studies.values()), key=_by_age)
+    accuracy = records_frame([(run, [r for r in run.records
+                                     if chosen_studies.get((r.machine, r.device)) is run])
+                              for run in studies_shown])
     style = Style.from_catalogues(r.meta.catalogue for r in reversed(runs))
     return Library(runs=runs, shown=shown, frame=frame, style=style, skipped=skipped,
-                   notes=notes)
+                   notes=notes, accuracy_shown=studies_shown, accuracy=accuracy)
 
 
-def _latest_copy(results_dir: Path, archived_ids: set[str], attempt) -> Run | None:
-    """latest/ as a run, only when its archive is not in the store (its records are then read);
-    a latest/ without metadata.json is not ours to judge and is passed over."""
-    latest = results_dir / LATEST
+def _default_axes(run: Run, chosen: dict[tuple[str, str], Run], notes: list[str]) -> list[Record]:
+    """The records of `run` the device pages show: those of the (machine, device) pairs it was
+    chosen for, at the suite's default setting, uniform sampling and one coil (the pages compare
+    libraries at one setting; a run that measured others says so in a note)."""
+    mine = [r for r in run.records if chosen.get((r.machine, r.device)) is run]
+    default = [r for r in mine if axes_of(r) == DEFAULT_AXES]
+    if len(default) < len(mine):
+        notes.append(f"run {run.run_id}: {len(mine) - len(default)} record(s) at another "
+                     "setting, sampling pattern or coil count are not on the CPU/GPU pages "
+                     "(they compare the default setting, uniform sampling, one coil)")
+    return default
+
+
+def _latest_copy(latest: Path, archived_ids: set[str], attempt) -> Run | None:
+    """A latest copy (latest/ or latest-accuracy/) as a run, only when its archive is not in
+    the store (its records are then read); one without metadata.json is not ours to judge and
+    is passed over."""
     if not (latest / METADATA_FILE).is_file():
         return None
     try:
@@ -206,12 +264,14 @@ def _choose_named(named: list[Run], notes: list[str]) -> dict[tuple[str, str], R
     return chosen
 
 
-def select_default(runs: Sequence[Run]) -> dict[tuple[str, str], Run]:
-    """Per (machine, device), the newest finished run that measured it (a shard is only part
-    of one: it is shown through its merged run)."""
+def select_default(runs: Sequence[Run], study: str = TIMING) -> dict[tuple[str, str], Run]:
+    """Per (machine, device), the newest finished run of the study (ordinary runs by default,
+    or accuracy studies) that measured it (a shard is only part of one: it is shown through
+    its merged run)."""
     chosen: dict[tuple[str, str], Run] = {}
     for run in sorted(runs, key=_by_age):
-        if run.partial or campaigns.is_shard(run.meta):
+        if run.partial or campaigns.is_shard(run.meta) or (run.study == ACCURACY) != (
+                study == ACCURACY):
             continue
         for pair in run.pairs():
             chosen[pair] = run
@@ -232,11 +292,16 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
         meta = run.meta
         for r in records:
             q1, q3 = _quartiles(r.times)
+            axes = axes_of(r)
+            metrics = r.extra_metrics or {}
+            ladder = (r.extra or {}).get("ladder")
             rows.append({
                 "run_id": run.run_id, "machine": r.machine, "device": r.device, "case": r.case,
                 "direction": r.direction, "size_label": r.size_label,
                 "problem_size": r.problem_size, "grid": "x".join(map(str, r.grid)),
-                "num_points": r.num_points, "variant": r.variant, "num_threads": r.num_threads,
+                "num_points": r.num_points, "variant": r.variant,
+                "setting": str(axes["setting"]), "sampling": str(axes["sampling"]),
+                "coils": axes["coils"], "num_threads": r.num_threads,
                 "status": r.status, "reason": r.reason or "", "dtype": r.dtype,
                 "median": r.median, "q1": q1, "q3": q3, "iqr": r.iqr, "mean": r.mean,
                 "ci_low": r.ci_low, "ci_high": r.ci_high, "num_runs": r.num_runs,
@@ -248,14 +313,17 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
                 "notes": "; ".join(r.notes), "started_at": meta.started_at or "",
                 "finished_at": meta.finished_at or "", "git_sha": meta.git_sha or "",
                 "git_dirty": bool(meta.git_dirty), "partial": run.partial,
+                "ladder_name": str((r.extra or {}).get("ladder_name") or ""),
+                "ladder": json.dumps(ladder, sort_keys=True) if ladder else "",
+                **{k: metrics.get(k) for k in EXTRA_METRICS},
                 "times": list(r.times),
             })
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for col in ("median", "q1", "q3", "iqr", "mean", "ci_low", "ci_high", "rel_error",
                 "tolerance", "peak_mem_bytes", "peak_mem_delta_bytes", "instructions",
-                "problem_size", "num_points"):
+                "problem_size", "num_points", *EXTRA_METRICS):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
-    for col in ("num_threads", "num_runs", "number_per_run"):
+    for col in ("num_threads", "num_runs", "number_per_run", "coils"):
         frame[col] = frame[col].astype(int)
     return frame
 

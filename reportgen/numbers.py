@@ -124,3 +124,13 @@ def attr(text: object) -> str:
 def text(value: object) -> str:
     """Free text as HTML body text inside a Markdown table cell or raw HTML block."""
     return attr(value)
+
+
+def rate_text(per_second: float | None) -> str:
+    """`3.4 M`, `820 k`, `1.2 G`: a rate (e.g. non-uniform points per second), 2 figures."""
+    if per_second is None or not math.isfinite(per_second) or per_second <= 0:
+        return "—"
+    for scale, prefix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if per_second >= scale:
+            return f"{figures(per_second / scale)}{prefix}"
+    return figures(per_second)

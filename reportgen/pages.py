@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench_suite.formatting import format_bytes, md_code, md_escape, slug
 from bench_suite.results import STATUSES, Machine
-from reportgen import answer, bars, charts, tables
+from reportgen import answer, bars, charts, frontier, tables
 from reportgen.load import Library, Run, to_csv
 from reportgen.site import Site, public_text
 from reportgen.style import Style
@@ -24,6 +24,7 @@ from reportgen.style import Style
 HOW_TO_CPU = "just bench-cpu"
 HOW_TO_GPU = "just bench-gpu"
 ANSWER_SNIPPET = "answer.md.inc"  # under assets/; docs/index.md includes it
+CHOOSING = "choosing-a-nufft.md"  # reportgen.choosing's page, beside these
 
 
 @dataclass
@@ -267,7 +268,10 @@ def write_result_pages(library: Library, site: Site) -> list[charts.ChartFile]:
                  sentences=answer.sentences(frame, findings.boards, style),
                  versus_variants=findings.versus_variants, versus_rows=findings.versus_rows)
     common = dict(library=library, how_to_cpu=HOW_TO_CPU, how_to_gpu=HOW_TO_GPU,
-                  status_counts=status_counts, links=site.links(), style=style)
+                  status_counts=status_counts, links=site.links(), style=style,
+                  default_setting=frontier.DEFAULT_SETTING, choosing=CHOOSING,
+                  study_sentences=[frontier.board_sentence(b) for b in frontier.boards(
+                      frontier.panels(library.accuracy, style))])
     site.snippet(ANSWER_SNIPPET, "answer.md.j2", base="benchmarks/", home=True, **found,
                  **common)
     site.page("index.md", "index.md.j2", cpu=cpu, gpu=gpu, counts=counts,

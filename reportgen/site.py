@@ -33,6 +33,7 @@ MANIFEST = ".reportgen-files"
 SITE_PAGES = (
     ("Home", "index.md"),
     ("Overview", "benchmarks/index.md"),
+    ("Choosing a NUFFT", "benchmarks/choosing-a-nufft.md"),
     ("CPU", "benchmarks/cpu.md"),
     ("GPU", "benchmarks/gpu.md"),
     ("History", "benchmarks/history.md"),
@@ -44,7 +45,8 @@ SITE_PAGES = (
     ("all records (CSV)", "benchmarks/assets/results.csv"),
 )
 GENERATED = {"benchmarks/index.md", "benchmarks/cpu.md", "benchmarks/gpu.md",
-             "benchmarks/history.md", "benchmarks/profiles.md", "benchmarks/assets/results.csv"}
+             "benchmarks/history.md", "benchmarks/profiles.md", "benchmarks/assets/results.csv",
+             "benchmarks/choosing-a-nufft.md"}
 
 
 def environment() -> jinja2.Environment:

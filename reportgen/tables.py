@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench_suite import stats
 from bench_suite.formatting import format_bytes, md_escape
-from reportgen.numbers import attr, time_interval
+from reportgen.numbers import attr, rate_text, time_interval
 from reportgen.style import DEFAULT, Style
 
 THREAD_NOTE = "slower with"  # the derived thread-anomaly notes (analysis.with_thread_notes)
@@ -94,6 +94,15 @@ def median_cells(row: pd.Series) -> tuple[str, str]:
     return iv.with_unit, f"{iv.range} {iv.unit}"
 
 
+def throughput_line(row: pd.Series) -> str:
+    """Non-uniform points (x coils) per second under the median, where the record has it."""
+    rate = row.get("points_per_second", math.nan)
+    if not (rate > 0 and math.isfinite(rate)) or not (row["median"] > 0):
+        return ""
+    return f'<br><small title="non-uniform points x coils per second">{rate_text(rate)} ' \
+        "points/s</small>"
+
+
 def noise_cell(row: pd.Series) -> str:
     """IQR / median, the quartiles and sample count in a tooltip; ⚠ exactly when stats' noise
     rule warned about these samples."""
@@ -157,6 +166,7 @@ def case_table(df: pd.DataFrame, case: str, style: Style = DEFAULT) -> Table:
                 median += notes.mark(note, warn=True)  # flagged where the number is
             else:
                 variant += notes.mark(note)
+        median += throughput_line(r)
         rows.append([f"{r['size_label']} · {style.title(r['direction'])}", variant, median,
                      interval, noise_cell(r), error_cell(r), status_cell(r, notes),
                      memory_cell(r)])

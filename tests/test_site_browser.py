@@ -234,3 +234,40 @@ def test_probe_catches_a_broken_image_and_a_page_too_wide(browser, served_site):
     assert found["images"][0][:2] == ["missing.svg", 0]
     assert any("missing.svg" in e or "404" in e for e in errors), errors
     assert found["scrollWidth"] > found["innerWidth"] and found["overflowing"]
+
+
+def test_choosing_page_shows_its_chart_table_and_csv(browser, served_site):
+    """The page "Choosing a NUFFT" in Chromium: reached from the link row, the answer first,
+    its charts decoded, the "fastest to reach" tables shown, and the CSV link downloads the
+    study's points. Without a study in the fixture (bench_suite without the study axes) it says
+    how to make one."""
+    site, base = served_site
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    try:
+        visit(page, f"{base}/benchmarks/index.html")
+        page.click("nav.lb-pagelinks a[href='choosing-a-nufft.html']")
+        page.wait_for_load_state("load")
+        found = page.evaluate(PROBE)
+        assert page.inner_text("article h1").startswith("Choosing a NUFFT")
+        text = page.inner_text("article")
+        if not sitebuild.fx.ACCURACY_AXES:
+            assert "No accuracy study yet" in text and "just bench-accuracy" in text
+            return
+        assert text.index("the fastest library to reach 1e-2") < text.index("How to read")
+        charts = [i for i in found["images"] if "assets/accuracy/" in i[0]]
+        assert len(charts) == len(sitebuild.fx.ACCURACY_PANELS)
+        assert all(natural > 0 and shown > 0 for _, natural, shown in charts), charts
+        heads = [[c for c, _ in t] for t in found["tables"]]
+        reach = [h for h in heads if h[:2] == ["accuracy", "fastest"]]
+        assert len(reach) == 2 * len(sitebuild.fx.ACCURACY_PANELS)
+        assert all(h[-2:] == ["runner-up", "ratio"] for h in reach)
+        assert "1e-5" in text
+        link = page.locator("article a[href$='.csv']").first
+        href = link.get_attribute("href")
+        response = page.request.get(link.evaluate("a => a.href"))
+        assert response.ok, href
+        body = response.text()
+        assert body.startswith("run_id,machine,device,num_threads,case,direction")
+        assert body.count("\n") > 100
+    finally:
+        page.close()

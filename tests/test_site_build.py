@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import sitebuild  # noqa: E402
 
 # The offline plugin turns directory URLs off, so the built site opens from file://.
-PAGES = ["index.html", "benchmarks/index.html", "benchmarks/cpu.html", "benchmarks/gpu.html",
+PAGES = ["index.html", "benchmarks/index.html", "benchmarks/choosing-a-nufft.html",
+         "benchmarks/cpu.html", "benchmarks/gpu.html",
          "benchmarks/history.html", "benchmarks/profiles.html", "benchmarks/methodology.html",
          "adding-a-library.html"]
 
@@ -54,11 +55,13 @@ def test_home_opens_with_the_answer_and_links_it(built):
 
 
 def test_every_generated_page_links_every_page(built):
-    wanted = ["index.html", "index.html", "cpu.html", "gpu.html", "history.html",
+    wanted = ["index.html", "index.html", "choosing-a-nufft.html", "cpu.html", "gpu.html",
+              "history.html",
               "profiles.html", "findings.html", "methodology.html",
               "running-on-many-machines.html", "adding-a-library.html"]
     for page in ("benchmarks/index.html", "benchmarks/cpu.html", "benchmarks/gpu.html",
-                 "benchmarks/history.html", "benchmarks/profiles.html"):
+                 "benchmarks/history.html", "benchmarks/profiles.html",
+                 "benchmarks/choosing-a-nufft.html"):
         text = (built.site / page).read_text(encoding="utf-8")
         row = text[text.index('class="lb-pagelinks"'):]
         row = row[:row.index("</nav>")]
@@ -88,3 +91,30 @@ def test_strict_build_with_no_results(tmp_path):
     gpu = (built.site / "benchmarks/gpu.html").read_text(encoding="utf-8")
     assert "No GPU run yet" in gpu
     assert "No results yet" in (built.site / "index.html").read_text(encoding="utf-8")
+    choosing = (built.site / "benchmarks/choosing-a-nufft.html").read_text(encoding="utf-8")
+    assert "No accuracy study yet" in choosing and "just bench-accuracy" in choosing
+
+
+def test_choosing_page_is_linked_from_home_overview_and_device_pages(built):
+    for page, href in (("index.html", "benchmarks/choosing-a-nufft.html"),
+                       ("benchmarks/index.html", "choosing-a-nufft.html"),
+                       ("benchmarks/cpu.html", "choosing-a-nufft.html"),
+                       ("benchmarks/gpu.html", "choosing-a-nufft.html")):
+        article = (built.site / page).read_text(encoding="utf-8")
+        article = article[article.index("<article"):]
+        assert f'href="{href}"' in article, page
+    nav = (built.site / "index.html").read_text(encoding="utf-8")
+    assert "Choosing a NUFFT" in nav[:nav.index("<article")]  # in the navigation
+
+
+@pytest.mark.skipif(not sitebuild.fx.ACCURACY_AXES,
+                    reason="bench_suite does not store setting/sampling/coils yet")
+def test_choosing_page_renders_charts_tables_and_the_csv(built):
+    page = (built.site / "benchmarks/choosing-a-nufft.html").read_text(encoding="utf-8")
+    images = re.findall(r'<img[^>]+src="([^"]+)"', page)
+    assert len(images) == len(sitebuild.fx.ACCURACY_PANELS)
+    for src in images:
+        assert src.endswith(".svg") and (built.site / "benchmarks" / src).is_file(), src
+    assert page.count("<table>") >= 2 * 2 * len(sitebuild.fx.ACCURACY_PANELS)
+    (csv,) = re.findall(r'href="(assets/accuracy/[^"]+\.csv)"', page)
+    assert (built.site / "benchmarks" / csv).read_text().startswith("run_id,machine,device")

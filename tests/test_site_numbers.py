@@ -35,7 +35,7 @@ def test_every_committed_median_prints_inside_its_printed_interval(committed):
     for _, board in frame.groupby(["machine", "device", "num_threads"]):
         for case in board["case"].unique():
             for row in tables.case_table(board, case).rows:
-                median = re.sub(r"<sup.*", "", row[2])
+                median = re.sub(r"<(?:sup|br).*", "", row[2])
                 if median == "—" or row[3] == "—":
                     continue
                 low, _, high = row[3].rpartition(" ")[0].partition(" – ")
