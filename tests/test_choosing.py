@@ -24,9 +24,6 @@ from reportgen.numbers import factor, time_text  # noqa: E402
 from reportgen.site import Site  # noqa: E402
 from reportgen.style import DEFAULT  # noqa: E402
 
-needs_axes = pytest.mark.skipif(
-    not fx.ACCURACY_AXES, reason="bench_suite does not store setting/sampling/coils yet "
-                                 "(the data half of issue 12)")
 STUDY = "2026-01-14-abcdef1"
 
 
@@ -148,7 +145,6 @@ def study(tmp_path):
     return results
 
 
-@needs_axes
 def test_studies_feed_only_the_choosing_page(study):
     library = load_library(study)
     assert set(library.frame["run_id"]) == {"2026-01-10-aaaaaaa", "2026-01-13-ddddddd"}
@@ -161,7 +157,6 @@ def test_studies_feed_only_the_choosing_page(study):
     assert set(library.accuracy["coils"]) == {1, 8}
 
 
-@needs_axes
 def test_latest_accuracy_copy_stands_in_for_a_missing_archive(study):
     shutil.rmtree(study / STUDY)
     library = load_library(study)
@@ -185,7 +180,6 @@ def expected_reach(records: list[dict], panel: tuple, direction: str, target: fl
     return sorted(best.values(), key=lambda item: item[0])
 
 
-@needs_axes
 def test_page_builds_from_the_study_with_chart_table_and_csv(study, tmp_path):
     docs = tmp_path / "docs"
     library = load_library(study)
@@ -265,7 +259,6 @@ def test_page_builds_from_the_study_with_chart_table_and_csv(study, tmp_path):
     assert STUDY not in cpu and "[Choosing a NUFFT](choosing-a-nufft.md)" in cpu
 
 
-@needs_axes
 def test_a_new_build_removes_the_charts_of_a_study_no_longer_shown(study, tmp_path):
     docs = tmp_path / "docs"
     build(load_library(study), docs, tmp_path / "profiles")

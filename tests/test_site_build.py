@@ -107,8 +107,6 @@ def test_choosing_page_is_linked_from_home_overview_and_device_pages(built):
     assert "Choosing a NUFFT" in nav[:nav.index("<article")]  # in the navigation
 
 
-@pytest.mark.skipif(not sitebuild.fx.ACCURACY_AXES,
-                    reason="bench_suite does not store setting/sampling/coils yet")
 def test_choosing_page_renders_charts_tables_and_the_csv(built):
     page = (built.site / "benchmarks/choosing-a-nufft.html").read_text(encoding="utf-8")
     images = re.findall(r'<img[^>]+src="([^"]+)"', page)
