@@ -28,6 +28,7 @@ from bench_suite.cases import (
     interpolate,
     nufft,
     registry,
+    sampling,
 )
 from bench_suite.cases import _common as C
 
@@ -245,7 +246,8 @@ def test_data_is_fresh_and_identical_across_variants(case_id, direction):
 def test_locations_are_seeded_and_in_each_convention():
     size = CASES["nufft3d"].size("small")
     a = nufft.nufft_locs(SEED, "nufft3d", "small", size.grid, size.num_points)
-    b = nufft.nufft_locs.__wrapped__(SEED, "nufft3d", "small", size.grid, size.num_points)
+    b = sampling.locations.__wrapped__("uniform", SEED, "nufft3d", "small", size.grid,
+                                       size.num_points)
     np.testing.assert_array_equal(a, b)
     assert a.dtype == np.float32 and a.shape == (size.num_points, 3)
     assert a.min() >= -16 and a.max() <= 16

@@ -139,7 +139,8 @@ def test_an_id_is_registered_once():
 def test_the_catalogue_is_plain_data_in_display_order():
     cat = catalogue()
     assert json.loads(json.dumps(cat)) == cat
-    assert set(cat) == {"cases", "variants", "tolerances", "size_order", "device_order"}
+    assert set(cat) == {"cases", "variants", "tolerances", "size_order", "device_order",
+                        "ladders", "sampling_order"}
     assert [c["id"] for c in cat["cases"]] == list(CASES)
     assert [v["id"] for v in cat["variants"]] == registry.ids()
     for c in cat["cases"]:

@@ -72,7 +72,7 @@ def test_plan_restricts_to_variant_devices_and_one_thread_setting_on_gpu():
     assert len(cpu) == 2 * 4 * 2  # directions x cpu variants x threads
     assert {i.variant.id for i in gpu} == {"gpu-only"} and {i.num_threads for i in gpu} == {1}
     assert runner.plan([case], ["adjoint"], ["medium"], ["good"], ["cpu"], [1])[0].key("m") == (
-        "fake", "adjoint", "medium", "good", "cpu", 1, "m")
+        "fake", "adjoint", "medium", "good", "", "uniform", 1, "cpu", 1, "m")
 
 
 def test_execute_isolates_failures_and_sets_statuses(tmp_path):

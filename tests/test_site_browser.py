@@ -259,7 +259,7 @@ def test_choosing_page_shows_its_chart_table_and_csv(browser, served_site):
         assert len(reach) == 2 * len(sitebuild.fx.ACCURACY_PANELS)
         assert all(h[-2:] == ["runner-up", "ratio"] for h in reach)
         assert "1e-5" in text
-        link = page.locator("article a[href$='.csv']").first
+        link = page.locator("article a[href*='assets/accuracy/'][href$='.csv']").first
         href = link.get_attribute("href")
         response = page.request.get(link.evaluate("a => a.href"))
         assert response.ok, href

@@ -92,7 +92,7 @@ def test_strict_build_with_no_results(tmp_path):
     assert "No GPU run yet" in gpu
     assert "No results yet" in (built.site / "index.html").read_text(encoding="utf-8")
     choosing = (built.site / "benchmarks/choosing-a-nufft.html").read_text(encoding="utf-8")
-    assert "No accuracy study yet" in choosing and "just bench-accuracy" in choosing
+    assert "No accuracy study yet" in choosing and "bench-accuracy" in choosing
 
 
 def test_choosing_page_is_linked_from_home_overview_and_device_pages(built):

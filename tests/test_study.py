@@ -33,7 +33,7 @@ def measure(case: str, direction: str, variant: str, point: StudyPoint, device: 
 
 def ladder_point(variant: str, **params) -> StudyPoint:
     ladder = registry.get(variant).ladder("nufft")
-    return StudyPoint(ladder=ladder.name, setting=ladder.setting(params))
+    return StudyPoint(ladder=ladder.name, setting=ladder.setting(params), time_setup=True)
 
 
 # ----------------------------------------------------------------------------- ladders
