@@ -186,6 +186,8 @@ def test_old_runs_load_with_the_default_axes_and_keep_their_keys():
     for run_dir in COMMITTED:
         meta, recs = results.load_run(run_dir)
         assert recs
+        if meta["settings"].get("study"):  # a committed study has its own axes
+            continue
         for r in recs:
             assert (r.setting, r.sampling, r.coils) == ("", "uniform", 1)
             assert r.key() == (r.case, r.direction, r.size_label, r.variant, "", "uniform", 1,
