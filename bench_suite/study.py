@@ -14,8 +14,8 @@ Presets (see docs/benchmarks/methodology.md, "Accuracy ladders and the error mea
   one round, pruned to stay under 40 minutes on a 2-core machine: every point of every ladder
   with one coil; the quick points only with 8 coils (they span each library's range; the coil
   axis changes the cost, not the error) and at the 3D medium size (a width-8 kernel on a 2x grid
-  costs seconds per call there); 8 coils at the small size only; the 3D medium size with uniform
-  and stack-of-stars sampling only. An option naming an axis (--size, --sampling, --coils)
+  costs seconds per call there); 8 coils at the small size with uniform sampling only; the 3D
+  medium size with uniform and stack-of-stars sampling only. An option naming an axis (--size, --sampling, --coils)
   lifts the pruning of that axis.
 """
 
@@ -61,7 +61,9 @@ PRESETS = {
     "full": StudyPreset(
         "full", ("nufft2d", "nufft3d"), None, COIL_COUNTS, all_points_up_to_coils=1,
         quick_only=(("nufft3d", "medium"),),
-        excluded=((None, "medium", None, 8), ("nufft3d", "medium", "kooshball", None))),
+        excluded=((None, "medium", None, 8), ("nufft3d", "medium", "kooshball", None),
+                  *((None, None, pattern, 8) for pattern in sampling_patterns.PATTERNS
+                    if pattern != "uniform"))),
 }
 
 
