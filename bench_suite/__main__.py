@@ -412,7 +412,7 @@ def _print_summary(writer, summary, latest: str | None = "latest") -> None:
     print(f"linop-bench: {', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}; "
           f"wall {wall:.1f} s, {timed:.1f} s inside timed calls ({share(timed)}), "
           f"{startup:.1f} s starting worker processes ({share(startup)}); "
-          f"{summary.remeasured_groups} groups measured again, {summary.unstable_groups} "
+          f"{summary.remeasured_groups} group rounds measured again, {summary.unstable_groups} "
           f"unstable; saved to {writer.run_dir}{f' and {latest}/' if latest else ''}",
           file=sys.stderr)
     for r in writer.records:

@@ -243,11 +243,16 @@ def _ok_samples(rec: Record | None) -> list[float]:
     return list(rec.times) if rec is not None and rec.status == "ok" else []
 
 
+def _matched_keys(old: dict[tuple, Record], new: dict[tuple, Record]) -> list[tuple]:
+    """The identities measured (ok, with samples) in both runs."""
+    return [k for k, o in old.items()
+            if k in new and o.status == new[k].status == "ok" and o.times and new[k].times]
+
+
 def round_noise_of(old: dict[tuple, Record], new: dict[tuple, Record]) -> stats.RoundNoise | None:
     """What varies between two runs without a change (the judge's prior, see stats.RoundNoise),
     from the records ok in both."""
-    pairs = [(o, new[k]) for k, o in old.items()
-             if k in new and o.status == new[k].status == "ok" and o.times and new[k].times]
+    pairs = [(old[k], new[k]) for k in _matched_keys(old, new)]
     if not pairs:
         return None
     ratios = [math.log(stats.median(n.times) / stats.median(o.times)) for o, n in pairs]
@@ -276,9 +281,8 @@ def round_noise_by_stratum(old: dict[tuple, Record], new: dict[tuple, Record]
     """
     noise: dict[tuple | None, stats.RoundNoise | None] = {None: round_noise_of(old, new)}
     strata: dict[tuple, list[tuple]] = {}
-    for key, rec in old.items():
-        if key in new and rec.status == new[key].status == "ok" and rec.times and new[key].times:
-            strata.setdefault(_stratum(rec), []).append(key)
+    for key in _matched_keys(old, new):
+        strata.setdefault(_stratum(old[key]), []).append(key)
     for stratum, keys in strata.items():
         if len(keys) >= MIN_STRATUM_RECORDS:
             noise[stratum] = round_noise_of({k: old[k] for k in keys}, {k: new[k] for k in keys})

@@ -85,7 +85,7 @@ def thread_scaling(threads: list[int]) -> dict[str, Any]:
 
 @dataclass
 class Verdict:
-    """What the guard says about one group: stable or not, and why."""
+    """What the guard says about one round of one group: stable or not, and why."""
 
     stable: bool
     drift: float
@@ -107,7 +107,7 @@ def judge(before: Reading, after: Reading, baseline: Reading) -> Verdict:
             steal = (after.steal_ticks - before.steal_ticks) / elapsed  # type: ignore[operator]
     reasons = []
     if abs(drift) > MAX_DRIFT:
-        reasons.append(f"reference op drifted {drift:+.0%} during the group")
+        reasons.append(f"reference op drifted {drift:+.0%} during the round")
     if slowdown > MAX_SLOWDOWN:
         reasons.append(f"reference op {slowdown:.0%} slower than at the start of the run")
     if steal is not None and steal > MAX_STEAL:

@@ -1,20 +1,24 @@
 """The runner's outer loop: groups, interleaved rounds, worker processes, the environment guard.
 
 A *group* is one case x direction x size x device x threads; its variants are what a reader
-compares, so they are measured close together in time: in R rounds, each in a seeded random order,
-each unit of each round in a fresh worker process (`bench_suite.worker`). A record keeps its
-samples per round (`rounds`); `times` is their concatenation. Around each group the environment
-guard reads a reference operation; a group measured while the machine changed is measured again
-(a bounded number of times) and what stays unstable is marked.
+compares, so in every round they are measured together, in a seeded random order, each unit in a
+fresh worker process (`bench_suite.worker`). The rounds are spread over the whole run: round 1 of
+every group, then round 2 of every group, and so on. A slow spell of the machine (seconds to a
+minute on a shared host) then falls on one round of a unit, not on all of them, and the spread
+between round medians shows it. A record keeps its samples per round (`rounds`); `times` is
+their concatenation. Around each round of each group the environment guard reads a reference
+operation; a round measured while the machine changed is measured again (a bounded number of
+times) and what stays unstable is marked.
 
-After its rounds, a unit gets a memory pass (CPU, a process of its own) and, at the small size,
-a determinism check: the output validated in a second process with another PYTHONHASHSEED.
+After the last round, each unit gets a memory pass (CPU, a process of its own) and, at the small
+size, a determinism check: the output validated in a second process with another PYTHONHASHSEED.
 Records are saved after every round, so an interrupted run keeps what it measured and a resumed
 one continues with the missing rounds.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import tempfile
@@ -44,6 +48,7 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 DEFAULT_TIMEOUT = 600.0
 _ROUND_STREAM = 4
+GUARD_UNIT = "group round"  # what the guard's counts count: one round of one group
 
 
 @dataclass
@@ -291,7 +296,8 @@ def _describe(item: PlanItem, round_index: int, rounds: int) -> str:
 
 def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
             orch: Orchestration | None = None, progress: bool = True) -> RunSummary:
-    """Measure every unit not complete in `writer`; save after every round of every unit."""
+    """Measure every unit not complete in `writer`, round by round over the whole selection;
+    save after every round of every unit."""
     orch = orch or Orchestration(rounds=settings.preset.rounds)
     if not orch.warm_cases:
         orch.warm_cases = [i.case.id for i in items]
@@ -304,28 +310,31 @@ def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
     todo_jobs = sum(orch.rounds - len(stored[k].rounds) if k in stored else orch.rounds
                     for k in (item_key(i, machine) for i in items)
                     if not is_complete(stored.get(k), orch.rounds))
-    bar = _progress_bar(todo_jobs, progress)
+    bar = _Progress(todo_jobs, progress)
     checked: dict[tuple, Record] = {}
     baseline = guard.read() if orch.use_guard else None
     if baseline is not None:
-        writer.metadata.setdefault("guard", {})["baseline"] = baseline.to_dict()
+        g = writer.metadata.setdefault("guard", {})
+        g["baseline"], g["unit"] = baseline.to_dict(), GUARD_UNIT
     try:
         if todo_jobs:
             executor.prestart(items)
-        for items_of_group in groups.values():
-            keys = [item_key(i, machine) for i in items_of_group]
-            if all(is_complete(stored.get(k), orch.rounds) for k in keys):
-                continue
-            _measure_group(items_of_group, stored, writer, executor, orch, summary, bar,
-                           baseline)
-            for item in items_of_group:
-                rec = stored[item_key(item, machine)]
-                if rec.status in ("skipped", "failed") or rec.extra.get("post_done"):
+        for r in range(orch.rounds):
+            for items_of_group in groups.values():
+                if all(has_round(stored.get(item_key(i, machine)), r, orch.rounds)
+                       for i in items_of_group):
                     continue
-                _memory_pass(item, rec, executor)
-                _determinism_check(item, rec, executor, orch, checked)
-                rec.extra["post_done"] = True
-                writer.add(rec)
+                _measure_round(items_of_group, r, stored, writer, executor, orch, summary, bar,
+                               baseline)
+        for item in items:
+            rec = stored.get(item_key(item, machine))
+            if (rec is None or rec.status in ("skipped", "failed")
+                    or rec.extra.get("post_done")):
+                continue
+            _memory_pass(item, rec, executor)
+            _determinism_check(item, rec, executor, orch, checked)
+            rec.extra["post_done"] = True
+            writer.add(rec)
     except KeyboardInterrupt as e:
         summary.interrupted, summary.interruption = True, e
     finally:
@@ -341,50 +350,61 @@ def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
     return summary
 
 
-def _progress_bar(total: int, enabled: bool) -> _Progress:
-    return _Progress(total, enabled)
+def has_round(rec: Record | None, round_index: int, rounds: int) -> bool:
+    """Whether round `round_index` of a unit is done (or the unit needs no more rounds)."""
+    return is_complete(rec, rounds) or (rec is not None and len(rec.rounds) > round_index)
 
 
-def _measure_group(items: list[PlanItem], stored: dict[tuple, Record], writer: RunWriter,
-                   executor: Executor, orch: Orchestration, summary: RunSummary, bar: _Progress,
-                   baseline: guard.Reading | None) -> None:
+def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
+                   writer: RunWriter, executor: Executor, orch: Orchestration,
+                   summary: RunSummary, bar: _Progress, baseline: guard.Reading | None) -> None:
+    """Round `r` of one group, inside two guard readings; measured again (from the records as
+    they were before it) while the guard finds that the machine changed."""
     machine = executor.settings.machine
+    keys = [item_key(i, machine) for i in items]
+    before_round = {k: copy.deepcopy(stored.get(k)) for k in keys}
     for attempt in range(orch.max_remeasure + 1):
         before = guard.read() if baseline is not None else None
-        for r in range(orch.rounds):
-            for position, item in enumerate(round_order(items, executor.settings.seed, r)):
-                key = item_key(item, machine)
-                acc = stored.get(key)
-                if is_complete(acc, orch.rounds) or (acc is not None and len(acc.rounds) > r):
-                    continue
-                new, seconds = executor.run("measure", item, r)
-                summary.job_seconds += seconds
-                summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
-                rec = add_round(acc, new, r, position, orch.rounds)
-                stored[key] = rec
-                writer.add(rec)
-                bar.step(_describe(item, r, orch.rounds))
-        if before is None or baseline is None:
+        measured = []
+        for position, item in enumerate(round_order(items, executor.settings.seed, r)):
+            key = item_key(item, machine)
+            acc = stored.get(key)
+            if has_round(acc, r, orch.rounds):
+                continue
+            new, seconds = executor.run("measure", item, r)
+            summary.job_seconds += seconds
+            summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
+            rec = add_round(acc, new, r, position, orch.rounds)
+            stored[key] = rec
+            writer.add(rec)
+            measured.append(key)
+            bar.step(_describe(item, r, orch.rounds))
+        if before is None or baseline is None or not measured:
             return
         verdict = guard.judge(before, guard.read(), baseline)
-        measured = [stored[item_key(i, machine)] for i in items]
-        for rec in measured:
-            rec.extra["guard"] = verdict.to_dict()
+        for key in measured:
+            stored[key].extra.setdefault("guard", []).append(
+                {"round": r + 1, "attempt": attempt + 1, **verdict.to_dict()})
         if verdict.stable:
-            for rec in measured:
-                writer.add(rec)
+            for key in measured:
+                writer.add(stored[key])
             return
         if attempt < orch.max_remeasure:
             summary.remeasured_groups += 1
-            for item in items:  # measure the whole group again, from round 1
-                key = item_key(item, machine)
-                if stored[key].status not in ("skipped",):
+            for key in measured:  # this round again, from the records as they were before it
+                earlier = copy.deepcopy(before_round[key])
+                if earlier is None:
                     del stored[key]
+                    continue
+                earlier.extra.setdefault("guard", []).extend(stored[key].extra["guard"][-1:])
+                stored[key] = earlier
+                writer.add(earlier)
             continue
         summary.unstable_groups += 1
-        for rec in measured:
-            rec.warnings.append(f"environment unstable while measured: {verdict.reason}")
-            writer.add(rec)
+        for key in measured:
+            stored[key].warnings.append(
+                f"environment unstable while round {r + 1} was measured: {verdict.reason}")
+            writer.add(stored[key])
 
 
 def _memory_pass(item: PlanItem, rec: Record, executor: Executor) -> None:

@@ -425,7 +425,7 @@ def measure_memory(item: PlanItem, settings: RunSettings) -> Record:
     return rec
 
 
-def validate_only(item: PlanItem, settings: RunSettings, output_path: str | None = None) -> Record:
+def validate_only(item: PlanItem, settings: RunSettings) -> Record:
     """Prepare and validate without timing (the determinism check's second process)."""
     rec = base_record(item, settings.machine)
     prep = _prepare(item, settings, rec)

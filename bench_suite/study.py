@@ -15,8 +15,8 @@ Presets (see docs/benchmarks/methodology.md, "Accuracy ladders and the error mea
   with one coil; the quick points only with 8 coils (they span each library's range; the coil
   axis changes the cost, not the error) and at the 3D medium size (a width-8 kernel on a 2x grid
   costs seconds per call there); 8 coils at the small size with uniform sampling only; the 3D
-  medium size with uniform and stack-of-stars sampling only. An option naming an axis (--size, --sampling, --coils)
-  lifts the pruning of that axis.
+  medium size with uniform and stack-of-stars sampling only. An option naming an axis (--size,
+  --sampling, --coils) lifts the pruning of that axis.
 """
 
 from __future__ import annotations

@@ -69,7 +69,6 @@ class Job:
     preset: dict[str, Any] = field(default_factory=dict)
     round_index: int = 0
     metric_instructions: bool = False
-    output_path: str | None = None  # validate: where the output is saved (.npy)
     # The study axes (runner.PlanItem.point) and whether to time setup and the first call.
     ladder: str = ""
     setting: str = ""
@@ -185,7 +184,7 @@ def run_job(job: Job) -> dict[str, Any]:
     elif job.kind == "memory":
         rec = runner.measure_memory(item, settings)
     elif job.kind == "validate":
-        rec = runner.validate_only(item, settings, output_path=job.output_path)
+        rec = runner.validate_only(item, settings)
     else:
         raise ValueError(f"unknown job kind {job.kind!r}")
     data = rec.to_dict()

@@ -204,7 +204,9 @@ def guard_text(guard: dict) -> str:
     """The runner's guard in words: groups measured again, unstable ones, reference scaling."""
     parts = []
     if "remeasured_groups" in guard or "unstable_groups" in guard:
-        parts.append(f"{guard.get('remeasured_groups', 0)} group(s) measured again, "
+        # Runs before the rounds were spread over the run re-measured whole groups.
+        unit = guard.get("unit", "group")
+        parts.append(f"{guard.get('remeasured_groups', 0)} {unit}(s) measured again, "
                      f"{guard.get('unstable_groups', 0)} left unstable")
     speedup = (guard.get("reference_scaling") or {}).get("speedup") or {}
     if isinstance(speedup, dict) and speedup:

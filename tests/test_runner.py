@@ -19,6 +19,12 @@ VARIANTS = (
 )
 
 
+# A few samples per round: the in-process tests here are about
+# order, statuses and the guard, not the numbers.
+BRIEF = runner.Preset("brief", ("small",), num_warmup=1, min_runs=3, min_run_time=1e-4,
+                      max_run_time=1e-3, memory_pass=False)
+
+
 class Interrupts:
     """Makes the `good` variant raise KeyboardInterrupt on chosen calls of prepare."""
 
@@ -79,14 +85,14 @@ def test_execute_isolates_failures_and_sets_statuses(tmp_path):
     case = make_case()
     items = runner.plan([case], ["forward"], ["small"], None, ["cpu"], [1])
     writer = results.RunWriter.create(tmp_path, {"git_sha": "abc1234"})
-    settings = runner.RunSettings(preset=runner.PRESETS["quick"], machine="m")
+    settings = runner.RunSettings(preset=BRIEF, machine="m")
     orch = orchestrate.Orchestration(rounds=2, in_process=True, use_guard=False)
     summary = orchestrate.execute(items, writer, settings, orch, progress=False)
     by_variant = {r.variant: r for r in results.load_records(writer.run_dir)}
     assert not summary.interrupted
     assert by_variant["good"].status == "ok" and by_variant["good"].rel_error == 0.0
     assert len(by_variant["good"].rounds) == 2
-    assert len(by_variant["good"].times) >= 2 * runner.PRESETS["quick"].min_runs
+    assert len(by_variant["good"].times) >= 2 * BRIEF.min_runs
     assert by_variant["good"].median == pytest.approx(float(np.median(by_variant["good"].times)))
     assert by_variant["wrong"].status == "mismatch" and by_variant["wrong"].times
     assert "exceeds tolerance" in by_variant["wrong"].reason
@@ -164,3 +170,75 @@ def test_unwritable_results_dir_fails_before_measuring(tmp_path, monkeypatch, ca
     blocker.write_text("")
     assert run_cli(blocker / "results", monkeypatch, make_case()) == 2
     assert "not writable" in capsys.readouterr().err
+
+
+def _run_in_process(tmp_path, items, rounds=2, max_remeasure=1, use_guard=True):
+    writer = results.RunWriter.create(tmp_path, {"git_sha": "abc1234"})
+    settings = runner.RunSettings(preset=BRIEF, machine="m")
+    orch = orchestrate.Orchestration(rounds=rounds, in_process=True, use_guard=use_guard,
+                                     max_remeasure=max_remeasure)
+    summary = orchestrate.execute(items, writer, settings, orch, progress=False)
+    return summary, {(r.direction, r.variant): r for r in results.load_records(writer.run_dir)}
+
+
+def test_rounds_are_spread_over_the_whole_run(tmp_path, monkeypatch):
+    """Round 1 of every group before round 2 of any: a slow spell of the machine falls on one
+    round of a unit, not on all of its rounds."""
+    calls = []
+    original = orchestrate.Executor.run
+
+    def recording(self, kind, item, round_index=0, hash_seed=None):
+        if kind == "measure":
+            calls.append((round_index, item.direction, item.variant.id))
+        return original(self, kind, item, round_index, hash_seed)
+
+    monkeypatch.setattr(orchestrate.Executor, "run", recording)
+    items = runner.plan([make_case()], None, ["small"], ["good", "wrong"], ["cpu"], [1])
+    summary, recs = _run_in_process(tmp_path, items, rounds=3, use_guard=False)
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)  # round-major
+    assert {c[1] for c in calls[:2]} == {"forward"} and {c[1] for c in calls[2:4]} == {"adjoint"}
+    assert len(calls) == 3 * 4 and all(len(r.rounds) == 3 for r in recs.values())
+
+
+class FakeGuard:
+    """guard.read with a scripted reference time: `slow` names the reads (counted from 1, the
+    run's baseline being read 1) that come back 50 % slower."""
+
+    def __init__(self, slow: set[int]):
+        self.slow, self.reads = slow, 0
+
+    def read(self):
+        from bench_suite import guard
+
+        self.reads += 1
+        return guard.Reading(1.5e-3 if self.reads in self.slow else 1e-3, None, None, None)
+
+
+def test_the_guard_measures_one_round_of_one_group_again(tmp_path, monkeypatch):
+    # Reads: 1 baseline; forward round 1: 2 before, 3 after (slow: unstable), then 4, 5 (stable).
+    fake = FakeGuard(slow={3})
+    monkeypatch.setattr("bench_suite.guard.read", fake.read)
+    items = runner.plan([make_case()], None, ["small"], ["good"], ["cpu"], [1])
+    summary, recs = _run_in_process(tmp_path, items, rounds=2)
+    assert summary.remeasured_groups == 1 and summary.unstable_groups == 0
+    good = recs[("forward", "good")]
+    assert len(good.rounds) == 2 and not good.warnings
+    assert [(g["round"], g["attempt"], g["stable"]) for g in good.extra["guard"]] == [
+        (1, 2, True), (2, 1, True)]
+    assert fake.reads == 1 + 2 * 2 + 3 * 2  # baseline, 2 attempts of forward r1, 3 more rounds
+    assert len(recs[("adjoint", "good")].rounds) == 2
+
+
+def test_a_round_that_stays_unstable_keeps_its_numbers_with_a_warning(tmp_path, monkeypatch):
+    fake = FakeGuard(slow=set(range(2, 100)))  # every reading after the baseline is slow
+    monkeypatch.setattr("bench_suite.guard.read", fake.read)
+    items = runner.plan([make_case()], ["forward"], ["small"], ["good"], ["cpu"], [1])
+    summary, recs = _run_in_process(tmp_path, items, rounds=2, max_remeasure=1)
+    good = recs[("forward", "good")]
+    assert summary.remeasured_groups == 2 and summary.unstable_groups == 2
+    assert len(good.rounds) == 2 and good.status == "ok"
+    guard_warnings = [w for w in good.warnings if w.startswith("environment")]
+    assert [w.split(":")[0] for w in guard_warnings] == [
+        "environment unstable while round 1 was measured",
+        "environment unstable while round 2 was measured"]
+    assert "slower than at the start of the run" in guard_warnings[0]
