@@ -28,6 +28,7 @@ import numpy as np
 
 from bench_suite import analysis
 from bench_suite.results import Record, ResultsError, list_runs, load_run
+from bench_suite.store_schema import IDENTITY_FIELDS
 
 TARGET_WITHIN_5 = 0.95
 TARGET_DETECTIONS = 0.9
@@ -75,9 +76,13 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     for limit in (0.02, 0.05, 0.10):
         print(f"  medians within +-{limit:.0%}: {np.mean(dev <= limit):6.1%} "
               f"({int(np.sum(dev <= limit))} of {len(keys)})")
+    threads = np.array([a[k].num_threads for k in keys])
+    print("  within +-5 % by thread count: " + ", ".join(
+        f"{n} thread(s) {np.mean(dev[threads == n] <= 0.05):.0%} of {int(np.sum(threads == n))}"
+        for n in sorted(set(threads.tolist()))))
     worst = keys[int(np.argmax(dev))]
     w_a, w_b = a[worst], b[worst]
-    print(f"  worst pair: {' '.join(map(str, worst[:6]))}: {w_a.median * 1e6:.1f} us vs "
+    print(f"  worst pair: {w_a.name()}: {w_a.median * 1e6:.1f} us vs "
           f"{w_b.median * 1e6:.1f} us ({ratios[int(np.argmax(dev))]:.3f}x)")
 
     rows, _ = analysis.compare_records(list(a.values()), list(b.values()), args.threshold,
@@ -96,11 +101,10 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
         slowed = {**b, key: with_slowdown(b[key], 1.0 + args.slowdown)}
         rows, _ = analysis.compare_records(list(a.values()), list(slowed.values()),
                                            args.threshold, args.alpha)
-        row = next(r for r in rows if (r.case, r.direction, r.size_label, r.variant, r.device,
-                                       r.num_threads, r.machine) == key)
+        row = next(r for r in rows if tuple(getattr(r, f) for f in IDENTITY_FIELDS) == key)
         hit = row.verdict == analysis.SLOWER
         found += hit
-        print(f"  injected +{args.slowdown:.0%} into {' '.join(map(str, key[:6]))}: "
+        print(f"  injected +{args.slowdown:.0%} into {b[key].name()}: "
               f"{'detected' if hit else 'missed'} ({row.ratio:.3f}x, p = {row.p_value:.2g})")
     print(f"injected slowdowns detected: {found} of {len(picks)}")
 

@@ -1,0 +1,52 @@
+"""benchmarks/reproducibility.py on two stored A/A runs (--runs): its figures and its verdict."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_round_rule import synthetic_run
+
+from bench_suite import results, runner
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "reproducibility.py"
+
+
+@pytest.fixture(scope="module")
+def reproducibility():
+    spec = importlib.util.spec_from_file_location("reproducibility", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["reproducibility"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def store(tmp_path: Path, name: str, records) -> Path:
+    writer = results.RunWriter.create(tmp_path / name, {"git_sha": "abc1234"})
+    for rec in records:
+        runner.fill_summary(rec)
+        writer.add(rec)
+    writer.flush()
+    return writer.run_dir
+
+
+def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility, capsys):
+    rng = np.random.default_rng(3)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 40))
+    quiet = [synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004) for _ in range(2)]
+    a = store(tmp_path, "a", quiet[0])
+    b = store(tmp_path, "b", quiet[1])
+    assert reproducibility.main(["--runs", str(a), str(b), "--tries", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "medians within +-5%: 100.0% (40 of 40)" in out
+    assert "within +-5 % by thread count: 1 thread(s) 100% of 40" in out
+    assert "injected slowdowns detected: 5 of 5" in out and "PASS: no false significant" in out
+
+    noisy = [synthetic_run(rng, truth, drift_sd=0.08, round_sd=0.01) for _ in range(2)]
+    a2 = store(tmp_path, "a2", noisy[0])
+    b2 = store(tmp_path, "b2", noisy[1])
+    assert reproducibility.main(["--runs", str(a2), str(b2), "--tries", "5"]) == 1
+    assert "FAIL: >= 95% within +-5 %" in capsys.readouterr().out
