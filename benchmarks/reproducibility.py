@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_suite import analysis
+from bench_suite import analysis, runner
 from bench_suite.results import Record, ResultsError, list_runs, load_run
 from bench_suite.store_schema import IDENTITY_FIELDS
 
@@ -39,10 +39,10 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
     before = set(list_runs(results_dir))
     cmd = [sys.executable, "-m", "bench_suite", "run", "--preset", args.preset, "--threads",
            args.threads, "--results-dir", str(results_dir), "--machine", "aa", "--no-progress"]
-    for flag in ("case", "size", "direction", "variant"):
+    for flag in ("case", "size", "direction", "variant", "rounds"):
         value = getattr(args, flag)
         if value:
-            cmd += [f"--{flag}", value]
+            cmd += [f"--{flag}", str(value)]
     started = time.perf_counter()
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
@@ -53,12 +53,23 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
     return new, wall
 
 
-def ok_records(run_dir: Path) -> dict[tuple, Record]:
+def ok_records(run_dir: Path, first_rounds: int | None = None) -> dict[tuple, Record]:
     try:
         _, records = load_run(run_dir)
     except ResultsError as e:
         sys.exit(f"reproducibility: {e}")
-    return {r.key(): analysis.with_statistics(r) for r in records if r.status == "ok"}
+    ok = [r for r in records if r.status == "ok"]
+    if first_rounds:
+        ok = [first_rounds_of(r, first_rounds) for r in ok]
+    return {r.key(): analysis.with_statistics(r) for r in ok}
+
+
+def first_rounds_of(rec: Record, k: int) -> Record:
+    """The record as if only its first `k` rounds had been measured."""
+    rounds = [list(r) for r in rec.rounds[:k]]
+    out = dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+    runner.fill_summary(out)
+    return out
 
 
 def with_slowdown(rec: Record, factor: float) -> Record:
@@ -127,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--direction")
     p.add_argument("--variant")
     p.add_argument("--threads", default="1,all")
+    p.add_argument("--rounds", type=int, help="rounds per unit (default: the preset's)")
+    p.add_argument("--first-rounds", type=int, metavar="K",
+                   help="analyse only the first K rounds of each record (with --rounds: what a "
+                        "K-round run would have given, from the same runs)")
     p.add_argument("--results-dir", help="keep the two runs here (default: a temporary folder)")
     p.add_argument("--threshold", type=float, default=0.05)
     p.add_argument("--alpha", type=float, default=0.01)
@@ -134,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tries", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    for flag in ("rounds", "first_rounds", "tries"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be at least 1")
 
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     if args.runs:
@@ -145,8 +163,15 @@ def main(argv: list[str] | None = None) -> int:
             run_b, wall_b = run_once(results_dir, args)
             print(f"two runs: {wall_a:.0f} s and {wall_b:.0f} s wall "
                   f"(load average at end: {os.getloadavg()[0]:.2f})")
-            return 0 if report(ok_records(run_a), ok_records(run_b), args) else 1
-    return 0 if report(ok_records(run_a), ok_records(run_b), args) else 1
+            return 0 if analyse(run_a, run_b, args) else 1
+    return 0 if analyse(run_a, run_b, args) else 1
+
+
+def analyse(run_a: Path, run_b: Path, args: argparse.Namespace) -> bool:
+    if args.first_rounds:
+        print(f"analysing the first {args.first_rounds} round(s) of each record")
+    return report(ok_records(run_a, args.first_rounds), ok_records(run_b, args.first_rounds),
+                  args)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,12 @@ def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility
     assert "medians within +-5%: 100.0% (40 of 40)" in out
     assert "within +-5 % by thread count: 1 thread(s) 100% of 40" in out
     assert "injected slowdowns detected: 5 of 5" in out and "PASS: no false significant" in out
+    assert reproducibility.main(["--runs", str(a), str(b), "--first-rounds", "1"]) == 0
+    assert "analysing the first 1 round(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        reproducibility.main(["--runs", str(a), str(b), "--first-rounds", "0"])
+    assert exit_info.value.code == 2
+    assert "--first-rounds must be at least 1" in capsys.readouterr().err
 
     noisy = [synthetic_run(rng, truth, drift_sd=0.08, round_sd=0.01) for _ in range(2)]
     a2 = store(tmp_path, "a2", noisy[0])
