@@ -11,12 +11,15 @@ Presets (see docs/benchmarks/methodology.md, "Accuracy ladders and the error mea
 - quick: nufft2d, small, uniform sampling, 1 coil, a few points per ladder (`Ladder.quick`),
   1 thread, one round: a smoke run of the whole path in under 3 minutes here;
 - full: nufft2d and nufft3d, small and medium, every sampling pattern of each, 1 and 8 coils,
-  one round, pruned to stay under 40 minutes on a 2-core machine: every point of every ladder
-  with one coil; the quick points only with 8 coils (they span each library's range; the coil
-  axis changes the cost, not the error) and at the 3D medium size (a width-8 kernel on a 2x grid
-  costs seconds per call there); 8 coils at the small size with uniform sampling only; the 3D
-  medium size with uniform and stack-of-stars sampling only. An option naming an axis (--size,
-  --sampling, --coils) lifts the pruning of that axis.
+  one round, pruned to stay under 40 minutes on a 2-core machine with a cold compile cache (a
+  new grid size or kernel costs torchlinops ~5 s of torch.compile in its first process): every
+  point of every ladder at the 2D small size and with uniform sampling at every size (one
+  coil); the quick points of each ladder (they span each library's range) for the other
+  patterns at the 2D medium and 3D small sizes, with 8 coils (the coil axis changes the cost,
+  not the error) and at the 3D medium size (a width-8 kernel on a 2x grid costs seconds per
+  call there); 8 coils with uniform sampling at the small size only; the 3D medium size with
+  uniform sampling only. An option naming an axis (--size, --sampling, --coils) lifts the
+  pruning of that axis.
 """
 
 from __future__ import annotations
@@ -44,15 +47,15 @@ class StudyPreset:
     """What a preset of the study measures by default; its sizes, rounds and timing limits are
     in TIMING, its threads default to 1.
 
-    `quick_only` are (case, size) pairs measured at the quick points of each ladder; `excluded`
-    are (case, size, sampling, coils) cells left out, None matching anything."""
+    `quick_only` are (case, size, sampling) cells measured at the quick points of each ladder,
+    `excluded` are (case, size, sampling, coils) cells left out; None matches anything."""
 
     name: str
     cases: tuple[str, ...]
     samplings: tuple[str, ...] | None  # None: every pattern valid for each case
     coils: tuple[int, ...]
     all_points_up_to_coils: int  # units with more coils run the quick points only
-    quick_only: tuple[tuple[str, str], ...] = ()
+    quick_only: tuple[tuple[str, str, str | None], ...] = ()
     excluded: tuple[tuple[str | None, str | None, str | None, int | None], ...] = ()
 
 
@@ -60,8 +63,11 @@ PRESETS = {
     "quick": StudyPreset("quick", ("nufft2d",), ("uniform",), (1,), all_points_up_to_coils=0),
     "full": StudyPreset(
         "full", ("nufft2d", "nufft3d"), None, COIL_COUNTS, all_points_up_to_coils=1,
-        quick_only=(("nufft3d", "medium"),),
+        quick_only=(("nufft3d", "medium", None), ("nufft2d", "medium", "radial"),
+                    ("nufft2d", "medium", "spiral"), ("nufft3d", "small", "stack-of-stars"),
+                    ("nufft3d", "small", "kooshball")),
         excluded=((None, "medium", None, 8), ("nufft3d", "medium", "kooshball", None),
+                  ("nufft3d", "medium", "stack-of-stars", None),
                   *((None, None, pattern, 8) for pattern in sampling_patterns.PATTERNS
                     if pattern != "uniform"))),
 }
@@ -137,12 +143,20 @@ def selection(preset: StudyPreset, cases: dict[str, Case], case_ids: list[str] |
     named = {1: sizes is not None, 2: samplings is not None, 3: coils is not None}
     excluded = [list(cell) for cell in preset.excluded
                 if not any(named[i] and cell[i] is not None for i in named)]
-    quick_only = [] if sizes is not None else [list(p) for p in preset.quick_only]
+    quick_only = [list(cell) for cell in preset.quick_only
+                  if sizes is None and (samplings is None or cell[2] is None)]
     return {"study": "accuracy", "cases": chosen, "samplings": samplings
             if samplings is not None else (list(preset.samplings) if preset.samplings else None),
             "coils": coils or list(preset.coils), "ladders": ladders,
             "all_points_up_to_coils": preset.all_points_up_to_coils,
             "quick_only": quick_only, "excluded": excluded}
+
+
+def _quick_only(sel: dict[str, Any], case: str, size: str, pattern: str) -> bool:
+    """Whether a cell is measured at the quick points only; a stored cell of two entries (runs
+    made before the cells named a pattern) covers every pattern."""
+    return any(cell[:2] == [case, size] and (len(cell) < 3 or cell[2] in (None, pattern))
+               for cell in sel.get("quick_only") or ())
 
 
 def _excluded(sel: dict[str, Any], case: str, size: str, pattern: str, coils: int) -> bool:
@@ -171,8 +185,8 @@ def plan(cases: dict[str, Case], sel: dict[str, Any]) -> list[PlanItem]:
         for size in case.sizes:
             if size.label not in sel["sizes"]:
                 continue
-            quick = [case.id, size.label] in (sel.get("quick_only") or [])
             for pattern in patterns:
+                quick = _quick_only(sel, case.id, size.label, pattern)
                 for coils in sel["coils"]:
                     if _excluded(sel, case.id, size.label, pattern, coils):
                         continue

@@ -251,14 +251,42 @@ def test_full_study_plan_covers_the_axes():
     one = {i.setting for i in items if i.coils == 1 and i.variant.id == "torchkbnufft"}
     eight = {i.setting for i in items if i.coils == 8 and i.variant.id == "torchkbnufft"}
     assert len(one) == 14 and eight < one and len(eight) == 3
-    # The pruning that keeps it under 40 minutes (methodology): 8 coils at the small size with
-    # uniform sampling only, the 3D medium size at the quick points, with uniform and
-    # stack-of-stars sampling.
+    # The pruning that keeps it under 40 minutes (methodology): every ladder point at the 2D
+    # small size and with uniform sampling; the quick points for the other patterns at the 2D
+    # medium and 3D small sizes, at the 3D medium size (uniform only) and with 8 coils (small,
+    # uniform only).
     assert {(i.size.label, i.sampling) for i in items if i.coils == 8} == {("small", "uniform")}
     medium_3d = [i for i in items if (i.case.id, i.size.label) == ("nufft3d", "medium")]
-    assert {i.sampling for i in medium_3d} == {"uniform", "stack-of-stars"}
+    assert {i.sampling for i in medium_3d} == {"uniform"}
     assert {i.setting for i in medium_3d if i.variant.id == "torchkbnufft"} == eight
-    assert len(items) == 1252
+
+    def settings(case, size, pattern):
+        return {i.setting for i in items if i.coils == 1 and i.variant.id == "torchkbnufft"
+                and (i.case.id, i.size.label, i.sampling) == (case, size, pattern)}
+
+    assert settings("nufft2d", "small", "spiral") == one == settings("nufft3d", "small", "uniform")
+    assert settings("nufft2d", "medium", "radial") == eight == settings("nufft3d", "small",
+                                                                        "kooshball")
+    assert len(items) == 858
+
+
+def test_naming_a_sampling_lifts_its_pruning():
+    sel = _sel("full")
+    sel.update(study.selection(study.PRESETS["full"], CASES, None, ["radial"], None, None))
+    items = study.plan(CASES, sel)
+    medium = {i.setting for i in items if i.size.label == "medium" and i.coils == 1
+              and i.variant.id == "torchkbnufft"}
+    assert len(medium) == 14  # every point, no longer the quick ones
+
+
+def test_a_stored_quick_only_cell_without_a_pattern_covers_every_pattern():
+    sel = _sel("full")
+    sel["quick_only"] = [["nufft3d", "medium"]]  # as runs before the pattern cells stored it
+    sel["excluded"] = []
+    items = [i for i in study.plan(CASES, sel) if (i.case.id, i.size.label, i.coils) == (
+        "nufft3d", "medium", 1) and i.variant.id == "torchkbnufft"]
+    assert {i.sampling for i in items} == {"uniform", "stack-of-stars", "kooshball"}
+    assert len({i.setting for i in items}) == 3
 
 
 def test_naming_an_axis_lifts_its_pruning():
