@@ -40,7 +40,7 @@ def card(g: pd.DataFrame, style: Style = DEFAULT) -> str:
     top = max([r.median for r in timed] + [r.q3 for r in timed if math.isfinite(r.q3)],
               default=1.0)
     first = rows[0]
-    title = f"{style.title(first.direction)} · {first.size_label}"
+    title = f"{style.title(first.direction, first.case)} · {first.size_label}"
     lines = [f'<figure class="lb-card"><figcaption><b>{text(title)}</b> '
              f'<span>{text(_size_note(first))}</span></figcaption>']
     for r in timed:

@@ -173,7 +173,7 @@ def scaling_chart(df: pd.DataFrame, metric: str = "time", title: str | None = No
                             markersize=10, markerfacecolor="none", markeredgecolor=MISMATCH)
             ax.set_yscale("log")
             _size_ticks(ax, sizes)
-            ax.set_title(style.title(direction))
+            ax.set_title(style.title(direction, str(ident["case"])))
             ax.grid(which="major")
             for side in ("top", "right"):
                 ax.spines[side].set_visible(False)

@@ -79,6 +79,12 @@ def dot(style: Style, variant: str) -> str:
             f"**{md_escape(variant)}**")
 
 
+def direction_title(direction: frontier.Direction, style: Style) -> str:
+    """The direction's title in its own case ("adjoint NUFFT (points to grid)")."""
+    cases = direction.points["case"].unique() if "case" in direction.points else []
+    return style.title(direction.direction, str(cases[0]) if len(cases) else None)
+
+
 def reach_table(direction: frontier.Direction, style: Style) -> Table:
     """Fastest library to reach each target, with its costs, the runner-up and the ratio."""
     rows = []
@@ -92,7 +98,7 @@ def reach_table(direction: frontier.Direction, style: Style) -> Table:
             cost_text(w), rate_text(w.points_per_second),
             "—" if nxt is None else f"{md_escape(nxt.variant)} · {time_text(nxt.median)}",
             "—" if r.ratio is None else factor(r.ratio)])
-    return Table(title=style.title(direction.direction),
+    return Table(title=direction_title(direction, style),
                  headers=["accuracy", "fastest", "setting", "median", "setup / first call",
                           "points/s", "runner-up", "ratio"],
                  rows=rows, align=("l", "l", "l", "r", "r", "r", "l", "r"))
@@ -112,7 +118,7 @@ def front_table(direction: frontier.Direction, style: Style) -> Table:
     notes = [f"{md_escape(v)} {setting_text(s)}: **{st}**" + (f" ({md_escape(why)})" if why
                                                                else "")
              for v, s, st, why in direction.left_out]
-    return Table(title=style.title(direction.direction),
+    return Table(title=direction_title(direction, style),
                  headers=["library", "setting", "rel. error", "median", "IQR",
                           "setup / first call", "points/s", "overall front"],
                  rows=rows, notes=notes, align=("l", "l", "r", "r", "r", "r", "r", "l"))

@@ -185,7 +185,7 @@ class Panel:
         return f"grid {grid}{points}"
 
     def sentences(self, style: Style = DEFAULT) -> list[str]:
-        titles = [style.title(d.direction) for d in self.directions]
+        titles = [style.title(d.direction, self.case) for d in self.directions]
         return [d.sentence(t[:1].upper() + t[1:]) for d, t in zip(self.directions, titles,
                                                                     strict=True)]
 

@@ -68,7 +68,7 @@ def frontier_chart(panel: Panel, style: Style = DEFAULT) -> Figure:
             ax.xaxis.set_major_locator(LogLocator(base=10, numticks=4))
             ax.xaxis.set_major_formatter(FuncFormatter(_error_tick))
             ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_title(style.title(d.direction))
+            ax.set_title(style.title(d.direction, panel.case))
             ax.set_xlabel("relative error (log)")
             ax.grid(which="major")
             for side in ("top", "right"):

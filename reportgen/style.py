@@ -60,6 +60,10 @@ class Style:
         for item in (*cases, *variants, *directions):
             if item.get("title"):
                 titles.setdefault(item["id"], str(item["title"]))
+        for case in cases:  # a direction's title is the case's own ("gridding", "adjoint NUFFT")
+            for d in case.get("directions", []):
+                if d.get("title"):
+                    titles.setdefault(f"{case['id']}:{d['id']}", str(d["title"]))
         for v in variants:
             if v.get("colour"):
                 colours.setdefault(v["id"], v["colour"])
@@ -81,8 +85,12 @@ class Style:
             return self.colours[variant]
         return SPARE_COLOURS[sum(map(ord, variant)) % len(SPARE_COLOURS)]
 
-    def title(self, name: str) -> str:
-        """The catalogue's title of a case, direction or variant id; the id itself otherwise."""
+    def title(self, name: str, case: str | None = None) -> str:
+        """The catalogue's title of a case, direction or variant id; the id itself otherwise.
+        A direction's title depends on its `case` (the same id is "adjoint NUFFT" in one case
+        and "gridding" in another)."""
+        if case is not None and f"{case}:{name}" in self.titles:
+            return self.titles[f"{case}:{name}"]
         return self.titles.get(name, name)
 
     def order(self, kind: str, values: Iterable[Any]) -> list[Any]:

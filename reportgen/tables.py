@@ -167,7 +167,7 @@ def case_table(df: pd.DataFrame, case: str, style: Style = DEFAULT) -> Table:
             else:
                 variant += notes.mark(note)
         median += throughput_line(r)
-        rows.append([f"{r['size_label']} · {style.title(r['direction'])}", variant, median,
+        rows.append([f"{r['size_label']} · {style.title(r['direction'], case)}", variant, median,
                      interval, noise_cell(r), error_cell(r), status_cell(r, notes),
                      memory_cell(r)])
     headers = [h.replace("95%", f"{stats.CI_LEVEL * 100:g}%") for h in HEADERS]

@@ -586,3 +586,15 @@ def test_skip_bad_skips_a_bad_run_on_every_page(tmp_path, capsys, monkeypatch):
     assert "| 2026-01-15-0000000 |" not in history and "2 runs, from" in history
     cpu = (docs / "benchmarks" / "cpu.md").read_text()
     assert "2026-01-14-fffffff" in cpu and "2026-01-15-0000000" not in cpu
+
+
+def test_a_direction_is_titled_by_its_own_case():
+    """"adjoint" is the adjoint NUFFT in one case and gridding in another (the answer table
+    once called interpolation's directions "NUFFT (grid to points)")."""
+    from bench_suite.cases import catalogue
+    from reportgen.style import Style
+
+    style = Style.from_catalogues([catalogue()])
+    assert style.title("adjoint", "nufft2d") == "adjoint NUFFT (points to grid)"
+    assert style.title("adjoint", "interp2d") == "gridding (points to grid)"
+    assert style.title("adjoint") == "adjoint NUFFT (points to grid)"  # no case: the first
