@@ -326,15 +326,18 @@ def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
                     continue
                 _measure_round(items_of_group, r, stored, writer, executor, orch, summary, bar,
                                baseline)
-        for item in items:
-            rec = stored.get(item_key(item, machine))
-            if (rec is None or rec.status in ("skipped", "failed")
-                    or rec.extra.get("post_done")):
-                continue
-            _memory_pass(item, rec, executor)
-            _determinism_check(item, rec, executor, orch, checked)
-            rec.extra["post_done"] = True
-            writer.add(rec)
+        for items_of_group in groups.values():  # saved a group at a time (one rewrite)
+            done = []
+            for item in items_of_group:
+                rec = stored.get(item_key(item, machine))
+                if (rec is None or rec.status in ("skipped", "failed")
+                        or rec.extra.get("post_done")):
+                    continue
+                _memory_pass(item, rec, executor)
+                _determinism_check(item, rec, executor, orch, checked)
+                rec.extra["post_done"] = True
+                done.append(rec)
+            writer.add_many(done)
     except KeyboardInterrupt as e:
         summary.interrupted, summary.interruption = True, e
     finally:
@@ -386,8 +389,7 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
             stored[key].extra.setdefault("guard", []).append(
                 {"round": r + 1, "attempt": attempt + 1, **verdict.to_dict()})
         if verdict.stable:
-            for key in measured:
-                writer.add(stored[key])
+            writer.add_many([stored[key] for key in measured])
             return
         if attempt < orch.max_remeasure:
             summary.remeasured_groups += 1
@@ -404,7 +406,7 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
         for key in measured:
             stored[key].warnings.append(
                 f"environment unstable while round {r + 1} was measured: {verdict.reason}")
-            writer.add(stored[key])
+        writer.add_many([stored[key] for key in measured])
 
 
 def _memory_pass(item: PlanItem, rec: Record, executor: Executor) -> None:

@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -665,11 +665,22 @@ class RunWriter:
         """Save one record (replacing the one with its identity): journal first, then
         results.json. An interrupt a library swallowed while it was measured is raised here,
         once the record is safe."""
-        check_record(record, source=str(self.run_dir / RESULTS_FILE))
-        self._count_crash(record)
+        self.add_many([record])
+
+    def add_many(self, records: Sequence[Record]) -> None:
+        """Save several records with one rewrite of results.json (each journalled first): the
+        file holds every sample of the run, and rewriting it once per record made a long run
+        spend minutes writing JSON (0.6 s a rewrite at 858 records)."""
+        if not records:
+            return
+        for record in records:
+            check_record(record, source=str(self.run_dir / RESULTS_FILE))
+            self._count_crash(record)
         with interrupts.held():
-            self._append_journal(record)
-            self.records = [r for r in self.records if r.key() != record.key()] + [record]
+            for record in records:
+                self._append_journal(record)
+            new = {r.key(): r for r in records}
+            self.records = [r for r in self.records if r.key() not in new] + list(new.values())
             self.flush()
         interrupts.raise_if_requested()
 

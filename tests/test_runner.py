@@ -222,7 +222,8 @@ def test_the_guard_measures_one_round_of_one_group_again(tmp_path, monkeypatch):
     summary, recs = _run_in_process(tmp_path, items, rounds=2)
     assert summary.remeasured_groups == 1 and summary.unstable_groups == 0
     good = recs[("forward", "good")]
-    assert len(good.rounds) == 2 and not good.warnings
+    assert len(good.rounds) == 2
+    assert not [w for w in good.warnings if w.startswith("environment")]
     assert [(g["round"], g["attempt"], g["stable"]) for g in good.extra["guard"]] == [
         (1, 2, True), (2, 1, True)]
     assert fake.reads == 1 + 2 * 2 + 3 * 2  # baseline, 2 attempts of forward r1, 3 more rounds

@@ -97,13 +97,13 @@ def test_profiles_page_links_every_file_and_flags_a_cut_trace(tmp_path):
     assert load_profile(page.parent / f"assets/profiles/{path.name}.profile.json.gz").steps()
 
 
-def test_committed_blocks3d_traces_are_flagged_until_re_recorded(tmp_path):
-    """The committed blocks3d profiles hold the first 5,000 events (of 574k-878k), under one
-    step; the page says so instead of offering them as whole calls."""
+def test_every_committed_trace_holds_whole_steps(tmp_path):
+    """The blocks3d profiles once held the first 5,000 of 878k events (under one step) and were
+    flagged as fragments; re-recorded with --max-events they hold one whole step each, and no
+    committed trace is a fragment."""
     root = Path(__file__).resolve().parents[1]
     page = write_profiles_page(tmp_path / "results", root / "benchmarks" / "profiles",
                                tmp_path / "docs")
     cases = {chunk.split("\n", 1)[0]: chunk for chunk in page.read_text().split("\n## ")[1:]}
-    assert cases["blocks3d"].count("This trace is a fragment") == 4  # 2 directions x 2 variants
-    assert not any("This trace is a fragment" in chunk for case, chunk in cases.items()
-                   if case != "blocks3d")
+    assert not any("This trace is a fragment" in chunk for chunk in cases.values())
+    assert cases["blocks3d"].count("hold whole step") == 4  # 2 directions x 2 variants
