@@ -2,7 +2,7 @@
 "above the fold") at a desktop and a phone width, light and dark.
 
     python benchmarks/site_screenshots.py     # Home, Overview, CPU -> benchmarks/screenshots/
-    python benchmarks/site_screenshots.py --full-page --page benchmarks/choosing-a-nufft/
+    python benchmarks/site_screenshots.py --full-page --page benchmarks/choosing-a-nufft.html
 
 Run `just docs` first: it reads the built `site/` from disk (file://), which is also how README
 says to open it. Drives the system Chromium through Playwright.
@@ -17,12 +17,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTHS = {"desktop": (1366, 768), "phone": (390, 844)}
-DEFAULT_PAGES = ("", "benchmarks/", "benchmarks/cpu/")
+DEFAULT_PAGES = ("index.html", "benchmarks/index.html", "benchmarks/cpu.html")
 SCHEMES = ("default", "slate")  # mkdocs-material's light and dark palettes
 
 
 def page_name(page: str) -> str:
-    return page.strip("/").replace("/", "-") or "home"
+    """`benchmarks/cpu.html` -> `benchmarks-cpu`; the site's own index is `home`."""
+    name = page.removesuffix(".html").removesuffix("index").strip("/").replace("/", "-")
+    return name or "home"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--site", type=Path, default=ROOT / "site", help="built site (default site/)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "screenshots",
                     help="where the PNGs go (default benchmarks/screenshots/)")
-    ap.add_argument("--page", action="append", help="page path under the site, repeatable "
+    ap.add_argument("--page", action="append", help="page file under the site, repeatable "
                     "(default: Home, Overview, CPU)")
     ap.add_argument("--full-page", action="store_true", help="the whole page, not one screen")
     ap.add_argument("--dark", action="store_true", help="also the dark palette")
@@ -53,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=browser_path)
         for page_path in args.page or DEFAULT_PAGES:
-            url = (args.site.resolve() / page_path / "index.html").as_uri()
+            target_file = args.site.resolve() / page_path
+            if not target_file.is_file():
+                print(f"site_screenshots: no page {page_path} in {args.site}", file=sys.stderr)
+                return 2
+            url = target_file.as_uri()
             for width_name, (w, h) in WIDTHS.items():
                 for scheme in schemes:
                     page = browser.new_page(viewport={"width": w, "height": h})
