@@ -98,14 +98,19 @@ class Reach:
         return target_text(self.target)
 
 
-def reach(df: pd.DataFrame, target: float) -> Reach:
-    """Who reaches `target` fastest in `df` (one panel direction), and who is next."""
-    good = df[usable(df)]
-    good = good[good["rel_error"] <= target].sort_values(["median", "variant", "setting"])
-    best = good.drop_duplicates("variant")  # each library's fastest point reaching the target
-    rows = list(best.itertuples(index=False))
+def reach(df: pd.DataFrame, target: float, ranked: pd.DataFrame | None = None) -> Reach:
+    """Who reaches `target` fastest in `df` (one panel direction), and who is next. `ranked`:
+    `df`'s usable rows already sorted by `ranked_points` (a panel asks for several targets)."""
+    good = ranked_points(df) if ranked is None else ranked
+    best = good[good["rel_error"] <= target].drop_duplicates("variant")  # each library's fastest
+    rows = list(best.head(2).itertuples(index=False))
     return Reach(target, Choice.of(rows[0]) if rows else None,
                  Choice.of(rows[1]) if len(rows) > 1 else None)
+
+
+def ranked_points(df: pd.DataFrame) -> pd.DataFrame:
+    """The usable points of `df`, fastest first (ties by variant and setting)."""
+    return df[usable(df)].sort_values(["median", "variant", "setting"])
 
 
 @dataclass
@@ -215,8 +220,9 @@ def panels(frame: pd.DataFrame, style: Style = DEFAULT,
             left_out = sorted(((str(r.variant), str(r.setting), str(r.status), str(r.reason))
                                for r in left.itertuples(index=False)),
                               key=lambda item: (style.rank("variant", item[0]), item[1]))
-            directions.append(Direction(str(direction), d, [reach(d, t) for t in targets],
-                                        left_out))
+            ranked = ranked_points(d)
+            directions.append(Direction(str(direction), d,
+                                        [reach(d, t, ranked) for t in targets], left_out))
         first = g.iloc[0]
         out.append(Panel(str(machine), str(device), int(threads), str(case), str(size),
                          str(sampling), int(coils), str(first["grid"]),
