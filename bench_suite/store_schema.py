@@ -279,6 +279,69 @@ def _non_finite(value: Any, path: str) -> tuple[str, float] | None:
 
 def check(value: Any, spec: Spec, path: str = "") -> str | None:
     """None when `value` fits `spec`, else one line: `path is VALUE, expected WHAT`."""
+    if _fits(value, spec):
+        return None
+    return _problem(value, spec, path)
+
+
+def _fits(value: Any, spec: Spec) -> bool:
+    """Whether `value` fits `spec`: the fast pass, which builds no message (a run's records
+    hold ~10^5 values, mostly samples; the message is only worked out for a misfit)."""
+    if value is None:
+        return spec.nullable or spec.type == "any"
+    kind = spec.type
+    if kind == "any":
+        return _non_finite(value, "") is None
+    if kind in ("integer", "number"):
+        return _number_fits(value, spec)
+    if kind == "string":
+        return _string_fits(value, spec)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "array":
+        if not isinstance(value, list) or (spec.non_empty and not value) or (
+                spec.length is not None and len(value) != spec.length):
+            return False
+        items = spec.items
+        if items is None:
+            return True
+        if items.type in ("integer", "number") and not items.nullable:
+            return all(_number_fits(item, items) for item in value)
+        return all(_fits(item, items) for item in value)
+    if kind == "object":
+        if not isinstance(value, dict) or any(name not in value for name in spec.required):
+            return False
+        return all(_fits(item, spec.properties.get(key, spec.values or _ANY))
+                   for key, item in value.items())
+    raise ValueError(f"unknown spec type {kind!r}")
+
+
+def _string_fits(value: Any, spec: Spec) -> bool:
+    if not isinstance(value, str) or (spec.non_empty and not value):
+        return False
+    if spec.enum is not None and value not in spec.enum:
+        return False
+    if spec.pattern is not None and not re.search(spec.pattern, value):
+        return False
+    return not spec.date_time or _is_date_time(value)
+
+
+def _number_fits(value: Any, spec: Spec) -> bool:
+    if value is None:
+        return spec.nullable
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    if spec.type == "integer" and isinstance(value, float) and not value.is_integer():
+        return False
+    return not ((spec.minimum is not None and value < spec.minimum)
+                or (spec.above is not None and value <= spec.above)
+                or (spec.maximum is not None and value > spec.maximum))
+
+
+def _problem(value: Any, spec: Spec, path: str) -> str | None:
+    """The slow pass, with the path and message of the first misfit."""
     bad = f"{path or 'value'} is {show(value)}, expected {describe(spec)}"
     if value is None:
         return None if spec.nullable or spec.type == "any" else bad
@@ -290,27 +353,9 @@ def check(value: Any, spec: Spec, path: str = "") -> str | None:
     if kind == "boolean":
         return None if isinstance(value, bool) else bad
     if kind == "string":
-        if not isinstance(value, str) or (spec.non_empty and not value):
-            return bad
-        if spec.enum is not None and value not in spec.enum:
-            return bad
-        if spec.pattern is not None and not re.search(spec.pattern, value):
-            return bad
-        if spec.date_time and not _is_date_time(value):
-            return bad
-        return None
+        return None if _string_fits(value, spec) else bad
     if kind in ("integer", "number"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return bad
-        if isinstance(value, float) and not math.isfinite(value):
-            return bad
-        if kind == "integer" and isinstance(value, float) and not value.is_integer():
-            return bad
-        if ((spec.minimum is not None and value < spec.minimum)
-                or (spec.above is not None and value <= spec.above)
-                or (spec.maximum is not None and value > spec.maximum)):
-            return bad
-        return None
+        return None if _number_fits(value, spec) else bad
     if kind == "array":
         if not isinstance(value, list) or (spec.non_empty and not value) or (
                 spec.length is not None and len(value) != spec.length):
