@@ -102,6 +102,7 @@ def _orchestration(args: argparse.Namespace, sel: dict, preset) -> Any:
         hash_seed=int(sel.get("hash_seed", 0)),
         check_determinism=bool(sel.get("determinism_check", True)),
         use_guard=bool(sel.get("guard", True)),
+        fresh_workers_per_round=bool(sel.get("fresh_workers", False)),
         max_remeasure=int(sel.get("max_remeasure", 1)),
         worker_env=dict(sel.get("worker_env") or {}),
     )
@@ -235,7 +236,8 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             "rounds": args.rounds or preset.rounds, "hash_seed": hash_seed,
             "timeout": args.timeout or orchestrate.DEFAULT_TIMEOUT,
             "in_process": bool(args.in_process), "determinism_check": not args.no_determinism_check,
-            "guard": not args.no_guard, "max_remeasure": 1 if args.max_remeasure is None
+            "guard": not args.no_guard, "fresh_workers": bool(args.fresh_workers),
+            "max_remeasure": 1 if args.max_remeasure is None
             else args.max_remeasure,
             "worker_env": extra_env,
         }
@@ -475,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-pass", action="store_true",
                    help="measure host peak memory in a process per unit even where the preset "
                         "skips it (quick)")
+    p.add_argument("--fresh-workers", action="store_true",
+                   help="start new worker processes for every round, so the rounds also sample "
+                        "the processes' memory layout (each start costs 15-40 s here)")
     p.add_argument("--no-guard", action="store_true",
                    help="no reference-op readings around groups (no re-measuring)")
     p.add_argument("--max-remeasure", type=int, default=None,

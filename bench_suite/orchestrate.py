@@ -5,7 +5,13 @@ compares, so in every round they are measured together, in a seeded random order
 fresh worker process (`bench_suite.worker`). The rounds are spread over the whole run: round 1 of
 every group, then round 2 of every group, and so on. A slow spell of the machine (seconds to a
 minute on a shared host) then falls on one round of a unit, not on all of them, and the spread
-between round medians shows it. A record keeps its samples per round (`rounds`); `times` is
+between round medians shows it. With `--fresh-workers` each round runs in newly
+started worker processes (zygotes, see `bench_suite.worker`): a child inherits its zygote's memory
+layout (where the interpreter, the libraries and the heap landed), so rounds forked from one
+zygote share a layout, and any effect it has on speed shows only from one run to the next. It
+is off by default: a zygote costs 15-40 s to start here, and four zygotes measured side by side
+showed no layout effect (see the methodology).
+A record keeps its samples per round (`rounds`); `times` is
 their concatenation. Around each round of each group the environment guard reads a reference
 operation; a round measured while the machine changed is measured again (a bounded number of
 times) and what stays unstable is marked.
@@ -65,6 +71,7 @@ class Orchestration:
     worker_env: dict[str, str] = field(default_factory=dict)
     workdir: Path | None = None
     warm_cases: list[str] = field(default_factory=list)  # empty: every case
+    fresh_workers_per_round: bool = False
 
 
 @dataclass
@@ -245,6 +252,13 @@ class Executor:
             return runner.measure_memory(item, self.settings)
         return runner.validate_only(item, self.settings)
 
+    def renew(self, items: Sequence[PlanItem]) -> None:
+        """Replace the measuring zygotes by freshly started ones (--fresh-workers); the
+        determinism check's zygote starts when it is needed, after the rounds."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool.prestart([(i.num_threads, self.orch.hash_seed) for i in items])
+
     def startup_seconds(self) -> float:
         return self.pool.startup_seconds() if self.pool is not None else 0.0
 
@@ -319,11 +333,15 @@ def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
     try:
         if todo_jobs:
             executor.prestart(items)
+        used = False  # whether the zygotes have measured a round yet
         for r in range(orch.rounds):
-            for items_of_group in groups.values():
-                if all(has_round(stored.get(item_key(i, machine)), r, orch.rounds)
-                       for i in items_of_group):
-                    continue
+            todo = [g for g in groups.values()
+                    if not all(has_round(stored.get(item_key(i, machine)), r, orch.rounds)
+                               for i in g)]
+            if used and todo and orch.fresh_workers_per_round:
+                executor.renew(items)
+            used = used or bool(todo)
+            for items_of_group in todo:
                 _measure_round(items_of_group, r, stored, writer, executor, orch, summary, bar,
                                baseline)
         for items_of_group in groups.values():  # saved a group at a time (one rewrite)

@@ -57,6 +57,7 @@ _RESUME_FIXED = (
 _RESUME_SWITCHES = (
     ("--in-process", "in_process", "in_process", True),
     ("--no-guard", "no_guard", "guard", False),
+    ("--fresh-workers", "fresh_workers", "fresh_workers", True),
     ("--no-determinism-check", "no_determinism_check", "determinism_check", False),
     ("--memory-pass", "memory_pass", "memory_pass", True),
 )
@@ -65,6 +66,7 @@ _WORKER_ONLY = (
     ("--timeout", "timeout", "there is no per-benchmark timeout in this process"),
     ("--hash-seed", "hash_seed", "set PYTHONHASHSEED before starting instead"),
     ("--omp-wait-policy", "omp_wait_policy", "set OMP_WAIT_POLICY before starting instead"),
+    ("--fresh-workers", "fresh_workers", "there are no worker processes to renew"),
 )
 
 
@@ -157,7 +159,7 @@ def stored_settings_problem(settings: Any, machine: Any, cases: Mapping[str, Any
         checks.append(("timeout", "expected a positive number of seconds"))
     if settings.get("metric", "time") not in ("time", "instructions"):
         checks.append(("metric", "expected time or instructions"))
-    for key in ("in_process", "determinism_check", "guard"):
+    for key in ("in_process", "determinism_check", "guard", "fresh_workers"):
         if key in settings and not isinstance(settings[key], bool):
             checks.append((key, "expected true or false"))
     env = settings.get("worker_env")

@@ -488,6 +488,7 @@ class WorkerPool:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.extra_env = dict(extra_env or {})
         self._zygotes: dict[tuple[int, int], Zygote] = {}
+        self._retired_startup = 0.0
 
     def prestart(self, keys: Sequence[tuple[int, int]]) -> None:
         """Start the zygotes for (threads, hash seed) `keys` together, before any measuring:
@@ -523,11 +524,14 @@ class WorkerPool:
         return z.run(job, timeout)
 
     def startup_seconds(self) -> float:
-        return sum(z.startup_seconds for z in self._zygotes.values())
+        """Seconds spent starting zygotes, the retired ones included."""
+        return self._retired_startup + sum(z.startup_seconds for z in self._zygotes.values())
 
     def close(self) -> None:
+        """Stop every zygote; the next job starts fresh ones (new interpreters, new layout)."""
         for z in self._zygotes.values():
             z.stop()
+            self._retired_startup += z.startup_seconds
         self._zygotes.clear()
 
     def __enter__(self) -> WorkerPool:

@@ -43,6 +43,8 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
         value = getattr(args, flag)
         if value:
             cmd += [f"--{flag}", str(value)]
+    if args.fresh_workers:
+        cmd.append("--fresh-workers")
     started = time.perf_counter()
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
@@ -139,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant")
     p.add_argument("--threads", default="1,all")
     p.add_argument("--rounds", type=int, help="rounds per unit (default: the preset's)")
+    p.add_argument("--fresh-workers", action="store_true",
+                   help="pass --fresh-workers to both runs (new worker processes every round)")
     p.add_argument("--first-rounds", type=int, metavar="K",
                    help="analyse only the first K rounds of each record (with --rounds: what a "
                         "K-round run would have given, from the same runs)")

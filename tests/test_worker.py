@@ -129,6 +129,26 @@ def test_round_order_is_seeded(worker_environment):
     assert all(sorted(o) == sorted(v.id for v in case.variants) for o in orders[0])
 
 
+@pytest.mark.parametrize(("flags", "zygotes"), [(["--fresh-workers"], 3), ([], 1)])
+def test_every_round_runs_in_freshly_started_workers(worker_environment, tmp_path, monkeypatch,
+                                                     flags, zygotes):
+    """A child inherits its zygote's memory layout, so rounds that share a zygote share it too
+    and its effect shows only between runs; with --fresh-workers each round gets new zygotes."""
+    parents = tmp_path / "parents"
+    parents.mkdir()
+    monkeypatch.setenv(worker_doubles.PARENT_DIR_ENV, str(parents))
+    code = cli.main(["run", "--preset", "quick", "--case", worker_doubles.CASE_ID, "--variant",
+                     "good", "--threads", "1", "--rounds", "3", "--results-dir",
+                     str(tmp_path / "res"), "--no-progress", "--no-guard",
+                     "--no-determinism-check", *flags])
+    assert code == 0
+    seen = {name.split("-")[0] for name in os.listdir(parents)}
+    assert len(seen) == zygotes
+    meta, (rec,) = results.load_run(tmp_path / "res" / "latest")
+    assert len(rec.rounds) == 3
+    assert meta["settings"]["fresh_workers"] is bool(flags)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
