@@ -417,6 +417,13 @@ def _print_summary(writer, summary, latest: str | None = "latest") -> None:
           f"{summary.remeasured_groups} group rounds measured again, {summary.unstable_groups} "
           f"unstable; saved to {writer.run_dir}{f' and {latest}/' if latest else ''}",
           file=sys.stderr)
+    from bench_suite.runner import MEASURE_PHASES
+
+    phases = [(name, timing.get(f"{name}_seconds")) for name in MEASURE_PHASES]
+    if wall and all(s is not None for _, s in phases):
+        print("  measuring processes: " + ", ".join(
+            f"{name.replace('_', ' ')} {s:.1f} s ({share(s)})" for name, s in phases),
+            file=sys.stderr)
     for r in writer.records:
         if r.status in ("failed", "mismatch", "nondeterministic"):
             print(f"  {r.status}: {r.case} {r.direction} {r.size_label} {r.variant}"

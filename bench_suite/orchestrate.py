@@ -85,6 +85,11 @@ class RunSummary:
     job_seconds: float = 0.0
     remeasured_groups: int = 0
     unstable_groups: int = 0
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # of every measure job
+
+    def add_phases(self, rec: Record) -> None:
+        for name, seconds in (rec.extra.get("phase_seconds") or {}).items():
+            self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + float(seconds)
 
 
 def group_key(item: PlanItem) -> tuple:
@@ -170,6 +175,11 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
         setattr(acc, name, max(values) if values else None)
     acc.extra["timed_seconds"] = (acc.extra.get("timed_seconds", 0.0)
                                   + new.extra.get("timed_seconds", 0.0))
+    phases = dict(acc.extra.get("phase_seconds") or {})
+    for name, seconds in (new.extra.get("phase_seconds") or {}).items():
+        phases[name] = round(phases.get(name, 0.0) + seconds, 4)
+    if phases:
+        acc.extra["phase_seconds"] = phases
     runner.fill_summary(acc)
     return acc
 
@@ -395,6 +405,7 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
             new, seconds = executor.run("measure", item, r)
             summary.job_seconds += seconds
             summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
+            summary.add_phases(new)
             rec = add_round(acc, new, r, position, orch.rounds)
             stored[key] = rec
             writer.add(rec)
@@ -487,6 +498,8 @@ def _record_timing(writer: RunWriter, summary: RunSummary, orch: Orchestration) 
         "timed_seconds": add("timed_seconds", summary.timed_seconds),
         "worker_startup_seconds": add("worker_startup_seconds", summary.worker_startup_seconds),
         "job_seconds": add("job_seconds", summary.job_seconds),
+        **{f"{name}_seconds": add(f"{name}_seconds", seconds)
+           for name, seconds in summary.phase_seconds.items()},
     }
     g = writer.metadata.setdefault("guard", {})
     g["remeasured_groups"] = int(g.get("remeasured_groups", 0)) + summary.remeasured_groups

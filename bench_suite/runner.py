@@ -264,7 +264,9 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
     `nondeterministic`.
     """
     rec = base_record(item, settings.machine)
+    clock = _PhaseClock()
     prep = _prepare(item, settings, rec)
+    clock.lap("prepare")
     if prep is None:
         return rec, 0.0
     try:
@@ -281,6 +283,7 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
         repeat_diff = None
         if item.size.label == "small":
             repeat_diff = _check_in_process(prep, rec.rel_error, rec.tolerance)
+        clock.lap("validate")
         handler = settings.handler_factory(prep.timer, item.device)
         p = settings.preset
         result = handler.blocked_autorange(
@@ -310,9 +313,28 @@ def measure(item: PlanItem, settings: RunSettings) -> tuple[Record, float]:
     rec.peak_mem_note = result.peak_mem_note
     fill_summary(rec)
     rec.extra["min_run_time"] = result.min_run_time
+    clock.lap("warmup_and_samples")
+    rec.extra["phase_seconds"] = clock.laps
     if settings.metric_instructions and item.device == "cpu" and item.size.label == "small":
         _add_instructions(rec, item, settings.seed)
     return rec, float(result.timed_seconds)
+
+
+MEASURE_PHASES = ("prepare", "validate", "warmup_and_samples")  # _PhaseClock's laps, in order
+
+
+class _PhaseClock:
+    """Wall seconds of the phases of one measurement, so a run can say where its time goes
+    (a large unit spends as long validating and warming up as sampling)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 4)
+        self._last = now
 
 
 def fill_summary(rec: Record) -> None:

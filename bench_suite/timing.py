@@ -342,18 +342,20 @@ class BaseHandler:
                 return self._time_block(fn, n)
         else:
             n, spent, mode = 1, 0.0, "per-iteration"
-            if min_run_time is None:
-                # The pilot includes data generation (as the methodology defines it).
-                token = self._start()
-                fn(data_gen_fn())
-                pilot = self._stop(token)
-                timed += pilot
 
             def one() -> float:
                 data = data_gen_fn()
                 token = self._start()  # syncs first, so queued data generation is not timed
                 fn(data)
                 return self._stop(token)
+
+            if min_run_time is None:
+                # The pilot is timed exactly like a sample, so it is kept as the first one: a
+                # call of several seconds (a large 3D NUFFT) is not paid twice.
+                pilot = one()
+                probe.sample()
+                times.append(pilot)
+                spent = timed = pilot
 
         mrt = float(min_run_time) if min_run_time is not None else estimate_min_run_time(pilot)
         while not times or not enough(times, spent, mrt):

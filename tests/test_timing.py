@@ -106,15 +106,25 @@ def test_estimate_min_run_time_rule():
     assert estimate_min_run_time(100.0) == 0.5
 
 
-def test_pilot_in_per_iteration_mode_includes_data_generation():
+def test_per_iteration_pilot_is_timed_like_a_sample_and_kept():
     clock = FakeClock()
+    op = fake_op(clock, 3 * MS)
     res = handler(clock).blocked_autorange(
-        fake_op(clock, 3 * MS), data_gen_fn=lambda: clock.advance(4 * MS), min_runs=1)
-    assert res.pilot_seconds == pytest.approx(7 * MS)
-    assert res.min_run_time == pytest.approx(0.035)  # 5 x 7 ms
-    assert res.times == pytest.approx([3 * MS] * res.num_runs)  # samples exclude data generation
-    assert res.num_runs == 12  # 11 x 3 ms = 33 ms < 35 ms
-    assert res.timed_seconds == pytest.approx(7 * MS + 36 * MS)
+        op, data_gen_fn=lambda: clock.advance(4 * MS), min_runs=1, num_warmup=0)
+    assert res.pilot_seconds == pytest.approx(3 * MS)  # data generation is outside, as always
+    assert res.min_run_time == pytest.approx(0.015)  # 5 x 3 ms
+    assert res.times == pytest.approx([3 * MS] * res.num_runs)
+    assert res.num_runs == 5 and len(op.calls) == 5  # the pilot is sample 1: no call wasted
+    assert res.timed_seconds == pytest.approx(15 * MS)
+
+
+def test_a_call_longer_than_the_round_cap_is_called_once():
+    """A 5 s call with a 6 s cap: the pilot is the round's only sample (it was two calls)."""
+    clock = FakeClock()
+    op = fake_op(clock, 5.0)
+    res = handler(clock).blocked_autorange(op, data_gen_fn=lambda: None, min_runs=5,
+                                           num_warmup=0, max_run_time=6.0)
+    assert res.times == pytest.approx([5.0]) and len(op.calls) == 1
 
 
 def test_explicit_min_run_time_is_used_as_is():

@@ -92,6 +92,19 @@ def test_rounds_are_kept_apart_and_pooled(doubles_run):
     assert meta["worker_environment"]["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
+def test_the_run_says_where_the_measuring_processes_spent_their_time(doubles_run):
+    _, meta, recs = doubles_run
+    phases = recs["good"].extra["phase_seconds"]
+    assert set(phases) == set(runner.MEASURE_PHASES)
+    assert all(s >= 0 for s in phases.values())
+    # the warmup lasts at least min_warmup_time (quick: 0.1 s) in each of the 2 rounds
+    assert phases["warmup_and_samples"] >= 2 * runner.PRESETS["quick"].min_warmup_time
+    for name in runner.MEASURE_PHASES:
+        total = meta["timing"][f"{name}_seconds"]
+        assert total >= sum(r.extra.get("phase_seconds", {}).get(name, 0.0)
+                            for r in recs.values()) - 1e-3
+
+
 def test_the_determinism_check_flags_output_that_depends_on_the_hash_seed(doubles_run):
     _, _, recs = doubles_run
     flagged, steady = recs["hashseed"], recs["good"]
