@@ -419,6 +419,8 @@ def _print_summary(writer, summary, latest: str | None = "latest") -> None:
           file=sys.stderr)
     from bench_suite.runner import MEASURE_PHASES
 
+    if summary.remeasure_stopped:
+        print(f"  re-measuring stopped: {summary.remeasure_stopped}", file=sys.stderr)
     phases = [(name, timing.get(f"{name}_seconds")) for name in MEASURE_PHASES]
     if wall and all(s is not None for _, s in phases):
         print("  measuring processes: " + ", ".join(

@@ -55,6 +55,9 @@ EXIT_TERMINATED = 143
 DEFAULT_TIMEOUT = 600.0
 _ROUND_STREAM = 4
 GUARD_UNIT = "group round"  # what the guard's counts count: one round of one group
+# Re-measuring stops for the rest of a run once this many group rounds were measured again and
+# most of them stayed unstable: the machine is noisy throughout, and measuring again only costs.
+FUTILE_AFTER = 6
 
 
 @dataclass
@@ -85,7 +88,19 @@ class RunSummary:
     job_seconds: float = 0.0
     remeasured_groups: int = 0
     unstable_groups: int = 0
+    remeasure_stopped: str | None = None  # why re-measuring was given up, if it was
     phase_seconds: dict[str, float] = field(default_factory=dict)  # of every measure job
+
+    def may_remeasure(self) -> bool:
+        """False once re-measuring has proved futile in this run (see FUTILE_AFTER)."""
+        if self.remeasure_stopped is None and (self.remeasured_groups >= FUTILE_AFTER
+                                               and 2 * self.unstable_groups
+                                               > self.remeasured_groups):
+            self.remeasure_stopped = (
+                f"{self.unstable_groups} of {self.remeasured_groups} {GUARD_UNIT}s measured "
+                f"again stayed unstable: the machine was noisy throughout, so later unstable "
+                f"{GUARD_UNIT}s were only marked")
+        return self.remeasure_stopped is None
 
     def add_phases(self, rec: Record) -> None:
         for name, seconds in (rec.extra.get("phase_seconds") or {}).items():
@@ -420,7 +435,7 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
         if verdict.stable:
             writer.add_many([stored[key] for key in measured])
             return
-        if attempt < orch.max_remeasure:
+        if attempt < orch.max_remeasure and summary.may_remeasure():
             summary.remeasured_groups += 1
             for key in measured:  # this round again, from the records as they were before it
                 earlier = copy.deepcopy(before_round[key])
@@ -504,3 +519,5 @@ def _record_timing(writer: RunWriter, summary: RunSummary, orch: Orchestration) 
     g = writer.metadata.setdefault("guard", {})
     g["remeasured_groups"] = int(g.get("remeasured_groups", 0)) + summary.remeasured_groups
     g["unstable_groups"] = int(g.get("unstable_groups", 0)) + summary.unstable_groups
+    if summary.remeasure_stopped:
+        g["remeasure_stopped"] = summary.remeasure_stopped

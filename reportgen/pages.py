@@ -208,6 +208,8 @@ def guard_text(guard: dict) -> str:
         unit = guard.get("unit", "group")
         parts.append(f"{guard.get('remeasured_groups', 0)} {unit}(s) measured again, "
                      f"{guard.get('unstable_groups', 0)} left unstable")
+    if guard.get("remeasure_stopped"):
+        parts.append(f"re-measuring stopped: {guard['remeasure_stopped']}")
     speedup = (guard.get("reference_scaling") or {}).get("speedup") or {}
     if isinstance(speedup, dict) and speedup:
         parts.append("reference matmul " + ", ".join(

@@ -243,3 +243,19 @@ def test_a_round_that_stays_unstable_keeps_its_numbers_with_a_warning(tmp_path, 
         "environment unstable while round 1 was measured",
         "environment unstable while round 2 was measured"]
     assert "slower than at the start of the run" in guard_warnings[0]
+
+
+def test_re_measuring_stops_when_it_does_not_help(tmp_path, monkeypatch):
+    """Every reading slow: after FUTILE_AFTER futile re-measurements the run only marks."""
+    fake = FakeGuard(slow=set(range(2, 1000)))
+    monkeypatch.setattr("bench_suite.guard.read", fake.read)
+    items = runner.plan([make_case()], None, ["small"], ["good"], ["cpu"], [1])
+    rounds = orchestrate.FUTILE_AFTER + 2  # 2 groups (directions) x 8 rounds = 16 group rounds
+    summary, recs = _run_in_process(tmp_path, items, rounds=rounds, max_remeasure=1)
+    assert summary.remeasured_groups == orchestrate.FUTILE_AFTER
+    assert summary.unstable_groups == 2 * rounds  # every group round is still marked
+    assert summary.remeasure_stopped.startswith(f"{orchestrate.FUTILE_AFTER} of "
+                                                f"{orchestrate.FUTILE_AFTER} group rounds")
+    meta = results.load_metadata(next(iter(results.list_runs(tmp_path))))
+    assert meta["guard"]["remeasure_stopped"] == summary.remeasure_stopped
+    assert [len(r.rounds) for r in recs.values()] == [rounds, rounds]
