@@ -93,6 +93,14 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     print("  within +-5 % by thread count: " + ", ".join(
         f"{n} thread(s) {np.mean(dev[threads == n] <= 0.05):.0%} of {int(np.sum(threads == n))}"
         for n in sorted(set(threads.tolist()))))
+    # Is the disagreement one-sided contention (slow spells only add time)? Then the fastest
+    # samples would agree where the medians do not.
+    def agree(statistic) -> float:
+        ratio = np.array([statistic(b[k].times) / statistic(a[k].times) for k in keys])
+        return float(np.mean(np.abs(ratio - 1.0) <= 0.05))
+
+    print(f"  within +-5 %, other statistics of the same samples: 10th percentile "
+          f"{agree(lambda t: np.percentile(t, 10)):.0%}, minimum {agree(np.min):.0%}")
     worst = keys[int(np.argmax(dev))]
     w_a, w_b = a[worst], b[worst]
     print(f"  worst pair: {w_a.name()}: {w_a.median * 1e6:.1f} us vs "

@@ -43,6 +43,7 @@ def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility
     out = capsys.readouterr().out
     assert "medians within +-5%: 100.0% (40 of 40)" in out
     assert "within +-5 % by thread count: 1 thread(s) 100% of 40" in out
+    assert "other statistics of the same samples: 10th percentile 100%, minimum 100%" in out
     assert "injected slowdowns detected: 5 of 5" in out and "PASS: no false significant" in out
     assert reproducibility.main(["--runs", str(a), str(b), "--first-rounds", "1"]) == 0
     assert "analysing the first 1 round(s)" in capsys.readouterr().out
