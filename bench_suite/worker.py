@@ -488,11 +488,12 @@ class WorkerPool:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.extra_env = dict(extra_env or {})
         self._zygotes: dict[tuple[int, int], Zygote] = {}
-        self._retired_startup = 0.0
+        self._startup_wall = 0.0  # the run waited this long for zygotes (parallel starts once)
 
     def prestart(self, keys: Sequence[tuple[int, int]]) -> None:
         """Start the zygotes for (threads, hash seed) `keys` together, before any measuring:
         their warmups overlap, and none starts later beside a running measurement."""
+        started = time.perf_counter()
         new = []
         for threads, seed in dict.fromkeys(keys):
             if (threads, seed) not in self._zygotes:
@@ -505,6 +506,8 @@ class WorkerPool:
                 z.wait_ready()
             except WorkerError:
                 self._zygotes.pop((z.num_threads, z.hash_seed), None)
+        if new:
+            self._startup_wall += time.perf_counter() - started
 
     def zygote(self, num_threads: int, hash_seed: int) -> Zygote:
         key = (int(num_threads), int(hash_seed))
@@ -512,7 +515,11 @@ class WorkerPool:
         if z is None:
             z = Zygote(num_threads, hash_seed, self.workdir, self.extra_env)
             self._zygotes[key] = z
-            z.start()
+            started = time.perf_counter()
+            try:
+                z.start()
+            finally:
+                self._startup_wall += time.perf_counter() - started
         return z
 
     def run(self, job: Job, hash_seed: int, timeout: float | None) -> JobOutcome:
@@ -524,14 +531,14 @@ class WorkerPool:
         return z.run(job, timeout)
 
     def startup_seconds(self) -> float:
-        """Seconds spent starting zygotes, the retired ones included."""
-        return self._retired_startup + sum(z.startup_seconds for z in self._zygotes.values())
+        """Wall seconds the run waited for zygotes to start (zygotes started together count
+        once, so this is a share of the run's wall time)."""
+        return self._startup_wall
 
     def close(self) -> None:
         """Stop every zygote; the next job starts fresh ones (new interpreters, new layout)."""
         for z in self._zygotes.values():
             z.stop()
-            self._retired_startup += z.startup_seconds
         self._zygotes.clear()
 
     def __enter__(self) -> WorkerPool:

@@ -159,6 +159,8 @@ def test_every_round_runs_in_freshly_started_workers(worker_environment, tmp_pat
     assert len(seen) == zygotes
     meta, (rec,) = results.load_run(tmp_path / "res" / "latest")
     assert len(rec.rounds) == 3
+    # the run waited for its zygotes, never longer than it lasted
+    assert 0 < meta["timing"]["worker_startup_seconds"] < meta["timing"]["wall_seconds"]
     assert meta["settings"]["fresh_workers"] is bool(flags)
 
 
