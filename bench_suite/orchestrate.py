@@ -190,6 +190,9 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
         setattr(acc, name, max(values) if values else None)
     acc.extra["timed_seconds"] = (acc.extra.get("timed_seconds", 0.0)
                                   + new.extra.get("timed_seconds", 0.0))
+    if new.extra.get("warmup_calls") == 0:  # warmed by its validation call (runner.measure)
+        acc.extra["rounds_warmed_by_validation"] = (
+            acc.extra.get("rounds_warmed_by_validation", 0) + 1)
     phases = dict(acc.extra.get("phase_seconds") or {})
     for name, seconds in (new.extra.get("phase_seconds") or {}).items():
         phases[name] = round(phases.get(name, 0.0) + seconds, 4)
@@ -230,7 +233,8 @@ class Executor:
             keys.append((1, self.orch.hash_seed + 1))
         self.pool.prestart(keys)
 
-    def job(self, kind: str, item: PlanItem, round_index: int = 0) -> Job:
+    def job(self, kind: str, item: PlanItem, round_index: int = 0,
+            expected_seconds: float | None = None) -> Job:
         s = self.settings
         pt = item.point
         return Job(kind=kind, case=item.case.id, direction=item.direction,
@@ -239,14 +243,17 @@ class Executor:
                    preset=s.preset.to_dict(), round_index=round_index,
                    metric_instructions=s.metric_instructions and round_index == 0,
                    ladder=pt.ladder, setting=pt.setting, sampling=pt.sampling, coils=pt.coils,
-                   time_setup=pt.time_setup, first_call=s.first_call and kind == "measure")
+                   time_setup=pt.time_setup, first_call=s.first_call and kind == "measure",
+                   expected_seconds=expected_seconds)
 
     def run(self, kind: str, item: PlanItem, round_index: int = 0,
-            hash_seed: int | None = None) -> tuple[Record, float]:
-        """(record, seconds the job took); a crashed or hung worker gives a failed record."""
+            hash_seed: int | None = None,
+            expected_seconds: float | None = None) -> tuple[Record, float]:
+        """(record, seconds the job took); a crashed or hung worker gives a failed record.
+        `expected_seconds`: the unit's median so far (see runner.measure)."""
         started = time.perf_counter()
         if self.pool is None:
-            rec = self._in_process(kind, item)
+            rec = self._in_process(kind, item, expected_seconds)
             rec.hash_seed = _own_hash_seed()
             try:
                 if kind == "measure":
@@ -255,8 +262,8 @@ class Executor:
                 rec = failed_record(item, self.settings.machine, f"invalid record: {e}")
             return rec, time.perf_counter() - started
         seed = self.orch.hash_seed if hash_seed is None else hash_seed
-        outcome: JobOutcome = self.pool.run(self.job(kind, item, round_index), seed,
-                                            self.orch.timeout)
+        outcome: JobOutcome = self.pool.run(self.job(kind, item, round_index, expected_seconds),
+                                            seed, self.orch.timeout)
         if outcome.record is None:
             return failed_record(item, self.settings.machine, outcome.failure or "no record"), \
                 outcome.seconds
@@ -268,9 +275,10 @@ class Executor:
             return failed_record(item, self.settings.machine, f"invalid record: {e}"), \
                 outcome.seconds
 
-    def _in_process(self, kind: str, item: PlanItem) -> Record:
+    def _in_process(self, kind: str, item: PlanItem,
+                    expected_seconds: float | None = None) -> Record:
         if kind == "measure":
-            rec, timed = runner.measure(item, self.settings)
+            rec, timed = runner.measure(item, self.settings, expected_seconds)
             rec.extra["timed_seconds"] = round(timed, 6)
             return rec
         if kind == "memory":
@@ -417,7 +425,8 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
             acc = stored.get(key)
             if has_round(acc, r, orch.rounds):
                 continue
-            new, seconds = executor.run("measure", item, r)
+            new, seconds = executor.run("measure", item, r,
+                                        expected_seconds=acc.median if acc is not None else None)
             summary.job_seconds += seconds
             summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
             summary.add_phases(new)

@@ -76,6 +76,9 @@ class Job:
     coils: int = 1
     time_setup: bool = False
     first_call: bool = False
+    # The unit's median from its earlier rounds: a call slower than the warmup's cap needs no
+    # warmup call beyond the validation call (runner.measure).
+    expected_seconds: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -179,7 +182,7 @@ def run_job(job: Job) -> dict[str, Any]:
                                   metric_instructions=job.metric_instructions,
                                   first_call=bool(job.first_call))
     if job.kind == "measure":
-        rec, timed = runner.measure(item, settings)
+        rec, timed = runner.measure(item, settings, job.expected_seconds)
         rec.extra["timed_seconds"] = round(timed, 6)
     elif job.kind == "memory":
         rec = runner.measure_memory(item, settings)

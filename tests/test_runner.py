@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -187,10 +189,10 @@ def test_rounds_are_spread_over_the_whole_run(tmp_path, monkeypatch):
     calls = []
     original = orchestrate.Executor.run
 
-    def recording(self, kind, item, round_index=0, hash_seed=None):
+    def recording(self, kind, item, round_index=0, hash_seed=None, expected_seconds=None):
         if kind == "measure":
             calls.append((round_index, item.direction, item.variant.id))
-        return original(self, kind, item, round_index, hash_seed)
+        return original(self, kind, item, round_index, hash_seed, expected_seconds)
 
     monkeypatch.setattr(orchestrate.Executor, "run", recording)
     items = runner.plan([make_case()], None, ["small"], ["good", "wrong"], ["cpu"], [1])
@@ -259,3 +261,47 @@ def test_re_measuring_stops_when_it_does_not_help(tmp_path, monkeypatch):
     meta = results.load_metadata(next(iter(results.list_runs(tmp_path))))
     assert meta["guard"]["remeasure_stopped"] == summary.remeasure_stopped
     assert [len(r.rounds) for r in recs.values()] == [rounds, rounds]
+
+
+def test_later_rounds_learn_the_call_time_and_slow_calls_skip_the_warmup(tmp_path, monkeypatch):
+    """Round 1 measures as usual; later rounds get the unit's median so far, and a call slower
+    than the warmup cap is warmed by the validation call alone (no extra multi-second call)."""
+    hints, warmups = [], []
+    original = orchestrate.Executor.run
+
+    def recording(self, kind, item, round_index=0, hash_seed=None, expected_seconds=None):
+        if kind == "measure":
+            hints.append((round_index, expected_seconds))
+        return original(self, kind, item, round_index, hash_seed, expected_seconds)
+
+    real_factory = runner.make_handler
+
+    def factory(timer, device):
+        handler = real_factory(timer, device)
+        autorange = handler.blocked_autorange
+
+        def spy(fn, **kwargs):
+            warmups.append((kwargs["num_warmup"], kwargs["min_warmup_time"]))
+            return autorange(fn, **kwargs)
+
+        handler.blocked_autorange = spy
+        return handler
+
+    monkeypatch.setattr(orchestrate.Executor, "run", recording)
+    slow_cap = dataclasses.replace(BRIEF, max_warmup_time=0.0, min_warmup_time=0.05)
+    writer = results.RunWriter.create(tmp_path, {"git_sha": "abc1234"})
+    settings = runner.RunSettings(preset=slow_cap, machine="m", handler_factory=factory)
+    items = runner.plan([make_case()], ["forward"], ["small"], ["good"], ["cpu"], [1])
+    orch = orchestrate.Orchestration(rounds=3, in_process=True, use_guard=False)
+    orchestrate.execute(items, writer, settings, orch, progress=False)
+    (rec,) = results.load_records(writer.run_dir)
+    assert [h[0] for h in hints] == [0, 1, 2] and hints[0][1] is None
+    assert hints[1][1] > 0 and hints[2][1] > 0  # the median of the rounds before
+    assert warmups == [(BRIEF.num_warmup, 0.05), (0, 0.0), (0, 0.0)]
+    assert rec.extra["rounds_warmed_by_validation"] == 2 and len(rec.rounds) == 3
+
+
+def test_a_fast_call_keeps_its_warmup():
+    assert not runner.validation_is_warmup(None, runner.PRESETS["full"])
+    assert not runner.validation_is_warmup(1.5, runner.PRESETS["full"])  # below the 2 s cap
+    assert runner.validation_is_warmup(2.5, runner.PRESETS["full"])
