@@ -488,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "skips it (quick)")
     p.add_argument("--fresh-workers", action="store_true",
                    help="start new worker processes for every round, so the rounds also sample "
-                        "the processes' memory layout (each start costs 15-40 s here)")
+                        "the processes' memory layout (each start costs 30-55 s here)")
     p.add_argument("--no-guard", action="store_true",
                    help="no reference-op readings around groups (no re-measuring)")
     p.add_argument("--max-remeasure", type=int, default=None,

@@ -9,8 +9,8 @@ between round medians shows it. With `--fresh-workers` each round runs in newly
 started worker processes (zygotes, see `bench_suite.worker`): a child inherits its zygote's memory
 layout (where the interpreter, the libraries and the heap landed), so rounds forked from one
 zygote share a layout, and any effect it has on speed shows only from one run to the next. It
-is off by default: a zygote costs 15-40 s to start here, and four zygotes measured side by side
-showed no layout effect (see the methodology).
+is off by default: a zygote costs 30-55 s to start here, and four zygotes measured side by side
+showed no layout effect (see the methodology), nor did an A/A pair (Findings §5).
 A record keeps its samples per round (`rounds`); `times` is
 their concatenation. Around each round of each group the environment guard reads a reference
 operation; a round measured while the machine changed is measured again (a bounded number of
