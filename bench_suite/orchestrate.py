@@ -103,8 +103,15 @@ class RunSummary:
         return self.remeasure_stopped is None
 
     def add_phases(self, rec: Record) -> None:
-        for name, seconds in (rec.extra.get("phase_seconds") or {}).items():
-            self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + float(seconds)
+        self.phase_seconds = add_seconds(self.phase_seconds, rec.extra.get("phase_seconds"))
+
+
+def add_seconds(total: dict[str, float], more: dict[str, float] | None) -> dict[str, float]:
+    """`total` with the seconds of `more` added name by name (phase timings)."""
+    out = dict(total)
+    for name, seconds in (more or {}).items():
+        out[name] = round(out.get(name, 0.0) + float(seconds), 4)
+    return out
 
 
 def group_key(item: PlanItem) -> tuple:
@@ -193,9 +200,7 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
     if new.extra.get("warmup_calls") == 0:  # warmed by its validation call (runner.measure)
         acc.extra["rounds_warmed_by_validation"] = (
             acc.extra.get("rounds_warmed_by_validation", 0) + 1)
-    phases = dict(acc.extra.get("phase_seconds") or {})
-    for name, seconds in (new.extra.get("phase_seconds") or {}).items():
-        phases[name] = round(phases.get(name, 0.0) + seconds, 4)
+    phases = add_seconds(acc.extra.get("phase_seconds") or {}, new.extra.get("phase_seconds"))
     if phases:
         acc.extra["phase_seconds"] = phases
     runner.fill_summary(acc)
@@ -224,12 +229,14 @@ class Executor:
             refs.mkdir(exist_ok=True)
             self.pool = WorkerPool(workdir, {**env, REFERENCE_CACHE_ENV: str(refs)})
 
-    def prestart(self, items: Sequence[PlanItem]) -> None:
-        """Start every zygote the run will need, together (see WorkerPool.prestart)."""
+    def prestart(self, items: Sequence[PlanItem], determinism: bool = True) -> None:
+        """Start every zygote the run will need, together (see WorkerPool.prestart); with
+        `determinism` False, not the determinism check's (it starts when needed)."""
         if self.pool is None:
             return
         keys = [(i.num_threads, self.orch.hash_seed) for i in items]
-        if self.orch.check_determinism and any(i.size.label == "small" for i in items):
+        if (determinism and self.orch.check_determinism
+                and any(i.size.label == "small" for i in items)):
             keys.append((1, self.orch.hash_seed + 1))
         self.pool.prestart(keys)
 
@@ -290,7 +297,7 @@ class Executor:
         determinism check's zygote starts when it is needed, after the rounds."""
         if self.pool is not None:
             self.pool.close()
-            self.pool.prestart([(i.num_threads, self.orch.hash_seed) for i in items])
+            self.prestart(items, determinism=False)
 
     def startup_seconds(self) -> float:
         return self.pool.startup_seconds() if self.pool is not None else 0.0
