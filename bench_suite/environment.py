@@ -152,11 +152,19 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_machine_label() -> str:
-    """A label derived from the hardware (never the hostname): CPU model slug and core count."""
-    slug = re.sub(r"\(r\)|\(tm\)|cpu|processor|@.*$", "", cpu_model().lower())
+def default_machine_label(cpuinfo: str | None = None, cores: int | None = None) -> str:
+    """A label derived from the hardware (never the hostname): CPU model slug and core count.
+
+    A virtual machine often names only the vendor's line ("AMD EPYC"), which CPU generations
+    share; there the CPU family and model numbers join the label (amd-epyc-f25m17-2c), so that
+    runs from different hardware are never compared, or charted, as one machine."""
+    text = _cpuinfo() if cpuinfo is None else cpuinfo
+    slug = re.sub(r"\(r\)|\(tm\)|cpu|processor|@.*$", "", cpu_model(text).lower())
     slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-") or platform.machine()
-    return f"{slug}-{usable_cores()}c"
+    ids = cpu_ids(text)
+    if not re.search(r"\d", slug) and "cpu_family" in ids and "cpu_model_number" in ids:
+        slug += f"-f{ids['cpu_family']}m{ids['cpu_model_number']}"
+    return f"{slug}-{usable_cores() if cores is None else cores}c"
 
 
 def machine_info(label: str) -> dict[str, Any]:
@@ -217,11 +225,19 @@ def _git(*args: str, cwd: Path | None = None) -> str | None:
         return None
 
 
+GIT_SHA_ENV = "LINOP_BENCH_GIT_SHA"
+
+
 def git_state(cwd: Path | None = None) -> tuple[str | None, bool, str | None]:
-    """(sha, dirty, patch): the patch holds tracked changes against HEAD when the tree is dirty."""
+    """(sha, dirty, patch): the patch holds tracked changes against HEAD when the tree is dirty.
+
+    A tree copied without its .git (the GPU machine of benchmarks/device/) names its commit in
+    GIT_SHA_ENV; whoever copies it vouches that the copy is that commit, unchanged."""
     sha = _git("rev-parse", "HEAD", cwd=cwd)
     if sha is None:
-        return None, False, None
+        named = os.environ.get(GIT_SHA_ENV, "").strip()
+        return (named, False, None) if re.fullmatch(r"[0-9a-f]{7,40}", named) else (None, False,
+                                                                                   None)
     status = _git("status", "--porcelain", "--untracked-files=no", cwd=cwd) or ""
     dirty = bool(status.strip())
     patch = _git("diff", "HEAD", cwd=cwd) if dirty else None

@@ -24,6 +24,16 @@ def test_cpu_ids_read_vendor_family_model_and_stepping():
     assert environment.cpu_model(CPUINFO.format(extra="")) == "AMD EPYC"
 
 
+def test_a_generic_model_name_is_labelled_with_its_family_and_model():
+    generic = CPUINFO.format(extra="")
+    assert environment.default_machine_label(generic, cores=2) == "amd-epyc-f23m1-2c"
+    zen4 = generic.replace("cpu family\t: 23", "cpu family\t: 25").replace("model\t\t: 1",
+                                                                        "model\t\t: 17")
+    assert environment.default_machine_label(zen4, cores=2) == "amd-epyc-f25m17-2c"
+    named = generic.replace("AMD EPYC", "AMD EPYC 7B13 64-Core Processor")
+    assert environment.default_machine_label(named, cores=16) == "amd-epyc-7b13-64-core-16c"
+
+
 def test_hypervisor_flag_means_a_virtual_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(environment, "lscpu_hypervisor", lambda: "KVM")
     found = environment.virtualization(CPUINFO.format(extra="hypervisor"), tmp_path / "no-dmi",
@@ -66,3 +76,10 @@ def test_pages_show_no_absolute_path():
                                     "benchmarks/results --x …/a")
     assert public_text("plain words/with a slash") == "plain words/with a slash"
     assert public_text("see https://ui.perfetto.dev/x") == "see https://ui.perfetto.dev/x"
+
+
+def test_a_tree_without_git_takes_its_commit_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(environment.GIT_SHA_ENV, "0123abcd" * 5)
+    assert environment.git_state(tmp_path) == ("0123abcd" * 5, False, None)
+    monkeypatch.setenv(environment.GIT_SHA_ENV, "not a sha; rm -rf /")
+    assert environment.git_state(tmp_path) == (None, False, None)
