@@ -224,6 +224,11 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
         policy = args.omp_wait_policy or "passive"
         extra_env = {} if policy == "library" else {"OMP_WAIT_POLICY": policy.upper()}
+        if "cuda" not in devices:
+            # CPU workers never see a GPU: on a CUDA machine the zygote's compile warm-up
+            # initialises CUDA, and every forked child that compiles then fails with "Cannot
+            # re-initialize CUDA in forked subprocess" (seen on the H200 machine).
+            extra_env["CUDA_VISIBLE_DEVICES"] = ""
         sel = {
             "preset": preset.name, "cases": cases or list(CASES), "directions": directions,
             "sizes": sizes or list(preset.sizes), "variants": variants, "devices": devices,
