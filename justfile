@@ -23,9 +23,10 @@ list:
 bench-cpu *args:
     {{python}} -m bench_suite run --device cpu --preset full {{args}}
 
-# Full benchmark run on the CPU and, where available, CUDA.
+# Full benchmark run on CUDA (in one process: forked workers cannot use CUDA), then the CPU.
 bench-gpu *args:
-    {{python}} -m bench_suite run --device all --preset full {{args}}
+    {{python}} -m bench_suite run --device cuda --preset full --in-process {{args}}
+    {{python}} -m bench_suite run --device cpu --preset full {{args}}
 
 # Same as bench-gpu.
 bench *args: (bench-gpu args)

@@ -218,6 +218,11 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         except ValueError as e:
             raise UsageError(str(e)) from None
         devices = _resolve_devices(args.device or "cpu")  # imports torch: the slow check last
+        if "cuda" in devices and not args.in_process and not args.resume:
+            raise UsageError(
+                "CUDA is measured in one process: add --in-process, or run --device cpu and "
+                "--device cuda --in-process apart (worker processes are forked from a warm "
+                "process that has initialised CUDA, and a forked child cannot use CUDA again)")
         preset = _timing_preset(args.preset or "full", study_sel)
         if args.memory_pass:
             preset = replace(preset, memory_pass=True)

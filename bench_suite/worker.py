@@ -130,7 +130,8 @@ def recorded_env(env: Mapping[str, str]) -> dict[str, str]:
     """The part of a worker environment worth publishing: thread settings and policies by value,
     cache locations by name only (their values are local paths)."""
     out = {name: env[name] for name in THREAD_ENV_VARS if name in env}
-    for name in ("PYTHONHASHSEED", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND"):
+    for name in ("PYTHONHASHSEED", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND",
+                 "CUDA_VISIBLE_DEVICES"):
         if name in env:
             out[name] = env[name]
     for name in ("TORCHINDUCTOR_CACHE_DIR", "NUMBA_CACHE_DIR"):

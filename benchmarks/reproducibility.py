@@ -89,6 +89,9 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     for limit in (0.02, 0.05, 0.10):
         print(f"  medians within +-{limit:.0%}: {np.mean(dev <= limit):6.1%} "
               f"({int(np.sum(dev <= limit))} of {len(keys)})")
+    shift = float(np.median(ratios))
+    print(f"  run-wide shift (median of the ratios): {shift:.3f}x; medians within +-5 % after "
+          f"dividing it out: {np.mean(np.abs(ratios / shift - 1.0) <= 0.05):.1%}")
     threads = np.array([a[k].num_threads for k in keys])
     print("  within +-5 % by thread count: " + ", ".join(
         f"{n} thread(s) {np.mean(dev[threads == n] <= 0.05):.0%} of {int(np.sum(threads == n))}"

@@ -205,8 +205,14 @@ def load_library(results_dir: Path, run_names: Sequence[str] | None = None,
     else:
         chosen = select_default(runs)
         chosen_studies = select_default(runs, ACCURACY)
-        notes += [f"run {run.run_id} is partial (interrupted) and was ignored; show it with "
-                  f"--run {run.path.name}" for run in runs if run.partial]
+        in_use = {*chosen.values(), *chosen_studies.values()}
+        for run in (r for r in runs if r.partial):
+            if run in in_use:
+                notes.append(f"run {run.run_id} is partial (interrupted); shown because no "
+                             "finished run measured its machine and device")
+            else:
+                notes.append(f"run {run.run_id} is partial (interrupted) and was ignored; show "
+                             f"it with --run {run.path.name}")
 
     runs.sort(key=_by_age)
     shown = sorted(dict.fromkeys(chosen.values()), key=_by_age)
@@ -267,15 +273,17 @@ def _choose_named(named: list[Run], notes: list[str]) -> dict[tuple[str, str], R
 def select_default(runs: Sequence[Run], study: str = TIMING) -> dict[tuple[str, str], Run]:
     """Per (machine, device), the newest finished run of the study (ordinary runs by default,
     or accuracy studies) that measured it (a shard is only part of one: it is shown through
-    its merged run)."""
+    its merged run). A (machine, device) that only partial runs measured -- a GPU session cut
+    off at its deadline, say -- gets the newest of those, which the pages mark as partial:
+    numbers marked as interrupted tell a reader more than no numbers."""
     chosen: dict[tuple[str, str], Run] = {}
+    fallback: dict[tuple[str, str], Run] = {}
     for run in sorted(runs, key=_by_age):
-        if run.partial or campaigns.is_shard(run.meta) or (run.study == ACCURACY) != (
-                study == ACCURACY):
+        if campaigns.is_shard(run.meta) or (run.study == ACCURACY) != (study == ACCURACY):
             continue
         for pair in run.pairs():
-            chosen[pair] = run
-    return chosen
+            (fallback if run.partial else chosen)[pair] = run
+    return {**{pair: run for pair, run in fallback.items() if pair not in chosen}, **chosen}
 
 
 def _quartiles(times: Sequence[float]) -> tuple[float, float]:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench_suite.formatting import format_bytes, md_code, md_escape, slug
 from bench_suite.results import STATUSES, Machine
-from reportgen import answer, bars, charts, frontier, tables
+from reportgen import answer, bars, charts, frontier, published_runs, tables
 from reportgen.load import Library, Run, to_csv
 from reportgen.site import Site, public_text
 from reportgen.style import Style
@@ -285,5 +285,7 @@ def write_result_pages(library: Library, site: Site) -> list[charts.ChartFile]:
     site.page("cpu.md", "device.md.j2", sections=cpu, kind="cpu", title="CPU results",
               machine_line=machine_line, **common)
     site.page("gpu.md", "device.md.j2", sections=gpu, kind="gpu", title="GPU results",
-              machine_line=machine_line, **common)
+              machine_line=machine_line, published=published_runs.comparison(frame, style=style)
+              if not frame.empty else None, published_run=published_runs.TORCHLINOPS_RTX3090,
+              **common)
     return chart_files

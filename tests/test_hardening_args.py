@@ -41,6 +41,16 @@ def test_bad_arguments_are_one_line_before_anything_is_made(tmp_path, monkeypatc
     assert not (tmp_path / "res").exists() and not fake.prepared
 
 
+def test_cuda_in_worker_processes_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """Forked workers cannot use CUDA once their zygote has initialised it (seen on an H200)."""
+    monkeypatch.setattr(cli, "_resolve_devices", lambda device: ["cpu", "cuda"])
+    assert cli.main(["run", "--device", "all", "--preset", "quick", "--results-dir",
+                     str(tmp_path / "res")]) == 2
+    assert "CUDA is measured in one process: add --in-process" in one_line(
+        capsys.readouterr().err)
+    assert not (tmp_path / "res").exists()
+
+
 def test_a_selection_that_runs_nowhere_here_creates_no_archive(tmp_path, capsys):
     """The issue: `--variant cufinufft` on the CPU left an empty partial archive."""
     assert cli.main(["run", "--preset", "quick", "--variant", "cufinufft", "--results-dir",

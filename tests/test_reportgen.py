@@ -51,6 +51,18 @@ def test_default_selection_is_newest_finished_run_per_machine_and_device(tmp_pat
     assert len(result.runs) == 5  # every run is read (once), shown or not
 
 
+def test_a_machine_measured_only_by_a_partial_run_shows_it_marked_partial(tmp_path):
+    fx.write_all(tmp_path)
+    fx.partial_run(tmp_path, run_id="2026-01-21-fffffff", machine="gpu-session")
+    result = load_library(tmp_path)
+    shown = set(zip(result.frame["run_id"], result.frame["machine"], strict=True))
+    assert ("2026-01-21-fffffff", "gpu-session") in shown
+    assert set(result.frame[result.frame["machine"] == "gpu-session"]["partial"]) == {True}
+    assert any("2026-01-21-fffffff" in n and "no finished run" in n for n in result.notes)
+    # ci-box keeps its finished run: a partial run never replaces one
+    assert "2026-01-20-eeeeeee" not in set(result.frame["run_id"])
+
+
 def test_run_option_overrides_selection_and_flags_partial(tmp_path):
     fx.write_all(tmp_path)
     result = load_library(tmp_path, ["2026-01-20-eeeeeee"])

@@ -90,6 +90,9 @@ def test_rounds_are_kept_apart_and_pooled(doubles_run):
     assert good.hash_seed == 0 and meta["hash_seed"] == 0
     # Spinning OpenMP threads are off by default (see Findings), and the run says so.
     assert meta["worker_environment"]["OMP_WAIT_POLICY"] == "PASSIVE"
+    # A CPU run's workers never see a GPU (a zygote that initialised CUDA breaks its children).
+    assert meta["worker_environment"]["CUDA_VISIBLE_DEVICES"] == ""
+    assert meta["settings"]["worker_env"]["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_the_run_says_where_the_measuring_processes_spent_their_time(doubles_run):
