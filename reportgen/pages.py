@@ -283,7 +283,7 @@ def write_result_pages(library: Library, site: Site) -> list[charts.ChartFile]:
               environments=[(r, environment(r)) for r in library.shown], base="", home=False,
               **found, **common)
     site.page("cpu.md", "device.md.j2", sections=cpu, kind="cpu", title="CPU results",
-              machine_line=machine_line, **common)
+              machine_line=machine_line, published=None, **common)
     site.page("gpu.md", "device.md.j2", sections=gpu, kind="gpu", title="GPU results",
               machine_line=machine_line, published=published_runs.comparison(frame, style=style)
               if not frame.empty else None, published_run=published_runs.TORCHLINOPS_RTX3090,
