@@ -57,7 +57,7 @@ GROUP_OVERHEAD_S = 5.0
 KERNEL_TAPS_PER_AXIS = 5  # width-4 kernels touch width + 1 cells per axis
 NUFFT_OVERSAMPLING = 1.25
 BLOCK_OVERLAP = 8  # blocks3d: 8^3 blocks at stride 4^3 copy every cell 8 times
-MEMORY_CALLS = 4  # the memory pass: one warm call, then three measured ones
+MEMORY_CALLS = 2  # the memory pass: one warm call, then runner.MEMORY_CALLS (1) measured
 
 
 class ShardError(ValueError):
