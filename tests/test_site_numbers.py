@@ -44,7 +44,7 @@ def test_every_committed_median_prints_inside_its_printed_interval(committed):
                 m = float(median.split()[0])
                 assert float(low) <= m <= float(high), row
                 checked += 1
-    assert checked == len(frame) > 200
+    assert checked == (frame["status"] == "ok").sum() > 200  # failed and skipped print "—"
 
 
 def test_interval_and_median_share_one_grid():
@@ -75,13 +75,15 @@ def test_figures_keep_two_significant_figures_without_trailing_noise():
 
 def test_answer_on_the_committed_run_is_computed_from_the_data(committed):
     boards = answer.boards(committed.frame, committed.style)
-    assert [(b.device, b.num_threads) for b in boards] == [("cpu", 1), ("cpu", 2)]
-    one = boards[0]
+    # one board per machine, device and thread count shown: the committed 2-core CPU run has two
+    machine = next(b.machine for b in boards if b.device == "cpu" and b.num_threads == 2)
+    mine = [b for b in boards if b.machine == machine]
+    assert [(b.device, b.num_threads) for b in mine] == [("cpu", 1), ("cpu", 2)]
+    one = mine[0]
     cell = one.cell("nufft3d", "forward", "large")
-    medians = committed.frame[(committed.frame["case"] == "nufft3d")
-                              & (committed.frame["direction"] == "forward")
-                              & (committed.frame["size_label"] == "large")
-                              & (committed.frame["num_threads"] == 1)]
+    frame = committed.frame[committed.frame["machine"] == machine]
+    medians = frame[(frame["case"] == "nufft3d") & (frame["direction"] == "forward")
+                    & (frame["size_label"] == "large") & (frame["num_threads"] == 1)]
     fastest = medians.loc[medians["median"].idxmin()]
     assert cell.winner.variant == fastest["variant"]
     second = medians.nsmallest(2, "median").iloc[1]
