@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bench_suite import guard, runner
+from bench_suite import guard, hoststate, runner
 from bench_suite.cases._common import REFERENCE_CACHE_ENV
 from bench_suite.results import (
     Record,
@@ -183,6 +183,10 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
         return acc
     acc.rounds.append(new_samples)
     acc.times = [t for r in acc.rounds for t in r]
+    readings = hoststate.round_readings(new.extra)
+    if readings:  # aligned with the rounds only when every round was read (see hoststate)
+        state = acc.extra.setdefault(hoststate.EXTRA_KEY, {"probe_s": []})
+        state["probe_s"] = hoststate.round_readings(acc.extra) + readings
     if (acc.status != "nondeterministic" and new.rel_error is not None
             and acc.rel_error is not None and new.status != acc.status):
         errors = acc.extra.setdefault("round_rel_errors", [acc.rel_error])
@@ -396,6 +400,7 @@ def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
                 rec.extra["post_done"] = True
                 done.append(rec)
             writer.add_many(done)
+        _mark_host_state(writer, machine)
     except KeyboardInterrupt as e:
         summary.interrupted, summary.interruption = True, e
     finally:
@@ -409,6 +414,24 @@ def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
         writer.metadata["interrupted_at"] = now_iso()
     writer.flush()
     return summary
+
+
+def _mark_host_state(writer: RunWriter, machine: str) -> None:
+    """Which rounds of the run were measured in the host's quiet state (`bench_suite.hoststate`),
+    from every reading of the run on this machine; summaries follow, saved in one rewrite."""
+    records = [r for r in writer.records if r.machine == machine and r.status != "skipped"]
+    level = hoststate.mark_quiet_rounds(records)
+    if level is None:
+        return
+    for rec in records:
+        runner.fill_summary(rec)
+    writer.add_many(records)
+    flags = [f for rec in records for f in (hoststate.quiet_flags(rec) or [])]
+    writer.metadata["host_state"] = {
+        "probe": hoststate.PROBE, "quiet_level_s": level,
+        "quiet_margin": hoststate.QUIET_MARGIN, "quiet_rounds": sum(flags),
+        "rounds_read": len(flags),
+        "records_without_quiet_round": sum(hoststate.state_of(r) == "slow" for r in records)}
 
 
 def has_round(rec: Record | None, round_index: int, rounds: int) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench_suite import privacy, stats
+from bench_suite import hoststate, privacy, stats
 from bench_suite.cases.base import (
     DEFAULT_POINT,
     Case,
@@ -67,9 +67,11 @@ class Preset:
 
 
 PRESETS = {
+    # Warmup floor 0.2 s (twice the thread-pool transient), cap 1 s and 3 s of samples a round:
+    # rounds vary far more between processes than the samples within one (methodology).
     "full": Preset("full", ("small", "medium", "large"), num_warmup=3, min_runs=5,
-                   min_run_time=None, max_run_time=6.0, rounds=3, max_warmup_time=2.0,
-                   min_warmup_time=0.5),
+                   min_run_time=None, max_run_time=3.0, rounds=3, max_warmup_time=1.0,
+                   min_warmup_time=0.2),
     # A smoke run: host peak memory is left to the full preset (its pass is a process per unit).
     "quick": Preset("quick", ("small",), num_warmup=3, min_runs=5,
                     min_run_time=0.05, max_run_time=0.5, rounds=2, max_warmup_time=0.5,
@@ -291,6 +293,7 @@ def measure(item: PlanItem, settings: RunSettings,
         clock.lap("validate")
         handler = settings.handler_factory(prep.timer, item.device)
         p = settings.preset
+        state_before = hoststate.probe_seconds()
         result = handler.blocked_autorange(
             prep.fn, data_gen_fn=prep.data_gen_fn,
             num_warmup=0 if warm_by_validation else p.num_warmup, min_runs=p.min_runs,
@@ -298,6 +301,7 @@ def measure(item: PlanItem, settings: RunSettings,
             num_threads=item.num_threads, max_warmup_time=p.max_warmup_time,
             min_warmup_time=0.0 if warm_by_validation else p.min_warmup_time,
         )
+        rec.extra[hoststate.EXTRA_KEY] = {"probe_s": [[state_before, hoststate.probe_seconds()]]}
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.reason = _one_line(e)
         _release_device_memory(item.device)

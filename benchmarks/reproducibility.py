@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_suite import analysis, runner
+from bench_suite import analysis, hoststate, runner
 from bench_suite.results import Record, ResultsError, list_runs, load_run
 from bench_suite.store_schema import IDENTITY_FIELDS
 
@@ -69,7 +69,13 @@ def ok_records(run_dir: Path, first_rounds: int | None = None) -> dict[tuple, Re
 def first_rounds_of(rec: Record, k: int) -> Record:
     """The record as if only its first `k` rounds had been measured."""
     rounds = [list(r) for r in rec.rounds[:k]]
-    out = dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+    extra = dict(rec.extra)
+    state = extra.get(hoststate.EXTRA_KEY)
+    if isinstance(state, dict):  # the state of the rounds kept, still aligned with them
+        extra[hoststate.EXTRA_KEY] = {key: (v[:k] if isinstance(v, list) else v)
+                                      for key, v in state.items()}
+    out = dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r],
+                              extra=extra)
     runner.fill_summary(out)
     return out
 
@@ -104,6 +110,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
 
     print(f"  within +-5 %, other statistics of the same samples: 10th percentile "
           f"{agree(lambda t: np.percentile(t, 10)):.0%}, minimum {agree(np.min):.0%}")
+    _report_host_state(a, b, keys)
     worst = keys[int(np.argmax(dev))]
     w_a, w_b = a[worst], b[worst]
     print(f"  worst pair: {w_a.name()}: {w_a.median * 1e6:.1f} us vs "
@@ -140,6 +147,37 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     for text, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {text}")
     return all(ok for _, ok in checks)
+
+
+def _report_host_state(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple]) -> None:
+    """How often each run found the host quiet, and how well the records agree when both runs
+    measured them in the same state (bench_suite.hoststate): the share of the disagreement
+    that is the host's, not the suite's."""
+    flags = [[f for k in keys for f in (hoststate.quiet_flags(run[k]) or [])] for run in (a, b)]
+    if not all(flags):
+        return
+    print("  rounds measured in the host's quiet state: " + ", ".join(
+        f"run {name} {np.mean(f):.0%} of {len(f)}" for name, f in zip("AB", flags, strict=True)))
+    matched = []
+    for k in keys:
+        old, new, why = hoststate.matched_rounds(a[k], b[k])
+        if why is None:
+            matched.append(float(np.median([t for r in new for t in r])
+                                 / np.median([t for r in old for t in r])))
+    both_quiet = [k for k in keys if hoststate.state_of(a[k]) == hoststate.state_of(b[k])
+                  == "quiet"]
+    if matched:
+        print(f"  same-state rounds (what compare tests), medians within +-5 %: "
+              f"{np.mean(np.abs(np.array(matched) - 1) <= 0.05):.1%} of {len(matched)}")
+    if both_quiet:
+        quiet = [_quiet_median(b[k]) / _quiet_median(a[k]) for k in both_quiet]
+        print(f"  records with a quiet round in both runs: {len(both_quiet)}; their quiet-round "
+              f"medians within +-5 %: {np.mean(np.abs(np.array(quiet) - 1) <= 0.05):.1%}")
+
+
+def _quiet_median(rec: Record) -> float:
+    flags = hoststate.quiet_flags(rec) or []
+    return float(np.median([t for r, q in zip(rec.rounds, flags, strict=True) if q for t in r]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -303,5 +303,6 @@ def test_later_rounds_learn_the_call_time_and_slow_calls_skip_the_warmup(tmp_pat
 
 def test_a_fast_call_keeps_its_warmup():
     assert not runner.validation_is_warmup(None, runner.PRESETS["full"])
-    assert not runner.validation_is_warmup(1.5, runner.PRESETS["full"])  # below the 2 s cap
-    assert runner.validation_is_warmup(2.5, runner.PRESETS["full"])
+    cap = runner.PRESETS["full"].max_warmup_time
+    assert not runner.validation_is_warmup(0.75 * cap, runner.PRESETS["full"])  # below the cap
+    assert runner.validation_is_warmup(1.25 * cap, runner.PRESETS["full"])

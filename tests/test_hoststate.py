@@ -1,0 +1,92 @@
+"""The host-state probe: which rounds were quiet, what a summary uses, what compare matches."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench_suite import analysis, hoststate, runner
+from bench_suite.results import Record
+
+QUIET, SLOW = 0.28e-3, 0.39e-3  # probe readings of the two states seen on the 2-vCPU host
+
+
+def record(levels: list[float], probes: list[float] | None, variant: str = "v",
+           samples: int = 20, seed: int = 0) -> Record:
+    """One record with a round per level (samples 1 % around it) and the state read around
+    each round (`probes`, one value per round for both readings; None: never read)."""
+    rng = np.random.default_rng(seed)
+    rounds = [list(level * (1 + np.abs(rng.normal(0, 0.01, samples)))) for level in levels]
+    extra = {} if probes is None else {hoststate.EXTRA_KEY: {"probe_s": [[p, p] for p in probes]}}
+    rec = Record(case="c", direction="forward", size_label="small", variant=variant,
+                 device="cpu", num_threads=1, machine="m", status="ok", problem_size=1, grid=[1],
+                 times=[t for r in rounds for t in r], rounds=rounds, extra=extra)
+    return rec
+
+
+def marked(*records: Record) -> list[Record]:
+    hoststate.mark_quiet_rounds(records)
+    for rec in records:
+        runner.fill_summary(rec)
+    return list(records)
+
+
+def test_probe_reads_a_positive_time():
+    assert 0 < hoststate.probe_seconds(repeats=3) < 1.0
+
+
+def test_quiet_level_is_a_low_percentile_of_each_rounds_worse_reading():
+    readings = [[QUIET, QUIET]] * 6 + [[QUIET, SLOW]] * 10 + [[SLOW, SLOW]] * 34
+    level = hoststate.quiet_level(readings)
+    assert level is not None and abs(level - QUIET) < 1e-9
+    flags = hoststate.classify(readings, level)
+    assert flags == [True] * 6 + [False] * 44  # a round read slow at either end is not quiet
+    assert hoststate.quiet_level([]) is None and hoststate.classify([], level) is None
+
+
+def test_rounds_are_marked_and_the_headline_keeps_every_sample():
+    quiet, slow = marked(record([12e-3, 17e-3, 17e-3], [QUIET, SLOW, SLOW], "a"),
+                         record([17e-3, 17.2e-3, 16.9e-3], [SLOW] * 3, "b"))
+    assert hoststate.quiet_flags(quiet) == [True, False, False]
+    assert hoststate.state_of(quiet) == "quiet" and hoststate.state_of(slow) == "slow"
+    # what a user of this host gets: the median of every sample, recomputed the same way
+    assert quiet.median == np.median(quiet.times) and quiet.num_runs == 60
+    assert analysis.with_statistics(quiet).median == quiet.median
+
+
+def test_records_without_readings_or_with_misaligned_readings_are_left_alone():
+    old, short = record([1.0, 2.0, 3.0], None), record([1.0, 2.0, 3.0], [QUIET, SLOW])
+    marked(old, short)
+    assert hoststate.quiet_flags(old) is None and hoststate.quiet_flags(short) is None
+    assert old.median == short.median == np.median(old.times)
+
+
+def test_compare_matches_states_so_a_slow_spell_is_no_false_alarm():
+    """The same code, measured once in the quiet state and once partly in the slow one (40 %
+    slower, as the host's two states are): compare tests quiet rounds against quiet rounds,
+    on the rounds' evidence even with one quiet round left (not its samples, which agree with
+    each other far better than two processes do)."""
+    old = marked(*[record([12e-3] * 3, [QUIET] * 3, f"v{i}", seed=i) for i in range(30)])
+    new = marked(*[record([12.3e-3, 17e-3, 17e-3], [QUIET, SLOW, SLOW], f"v{i}", seed=100 + i)
+                   for i in range(30)])
+    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
+    assert [r.verdict for r in rows].count(analysis.SAME) == 30
+    # Without the state readings the same samples are a 40 % slowdown in every record.
+    for rec in (*old, *new):
+        rec.extra.pop(hoststate.EXTRA_KEY)
+    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
+    assert all(r.ratio > 1.3 for r in rows)
+
+
+def test_compare_still_finds_a_slowdown_measured_in_the_same_state():
+    old = marked(*[record([12e-3] * 3, [QUIET, QUIET, SLOW], f"v{i}", seed=i) for i in range(30)])
+    new = marked(*[record([13.2e-3] * 3, [SLOW, QUIET, QUIET], f"v{i}", seed=50 + i)
+                   for i in range(30)])
+    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
+    assert [r.verdict for r in rows].count(analysis.SLOWER) == 30
+
+
+def test_matched_rounds_falls_back_to_every_round_when_no_state_is_shared():
+    quiet, slow = marked(record([12e-3] * 2, [QUIET] * 2, "a"),
+                         record([17e-3] * 2, [SLOW] * 2, "b"))
+    o, n, why = hoststate.matched_rounds(quiet, slow)
+    assert len(o) == len(n) == 2 and why and "different host states" in why
