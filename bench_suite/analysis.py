@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench_suite import hoststate, stats
+from bench_suite import stats
 from bench_suite.formatting import geometric_mean
 from bench_suite.results import IDENTITY_FIELDS, Record
 
@@ -216,31 +216,18 @@ def _rounds(rec: Record) -> list[list[float]]:
     return [list(r) for r in rec.rounds if len(r)] or ([list(rec.times)] if rec.times else [])
 
 
-def state_matched_rounds(old: Record, new: Record) -> tuple[list[list[float]], list[list[float]]]:
-    """The rounds of two records measured in the same host state (`hoststate.matched_rounds`):
-    a record measured while the host was slow is not compared with one measured while it was
-    quiet. Records without state readings (older runs, one round) keep all their samples."""
-    if not old.rounds or not new.rounds:
-        return _rounds(old), _rounds(new)
-    o, n, _ = hoststate.matched_rounds(old, new)
-    return o or _rounds(old), n or _rounds(new)
-
-
 def judge(old: Record, new: Record, threshold: float, alpha: float,
           noise: stats.RoundNoise | None = None) -> Judgement:
     """The single significance rule, on two records of the same measurement: significant
     (p < alpha between rounds, see the module doc) and large (|new/old - 1| >= threshold).
     `noise` is the runs' typical round-to-round variance (`round_noise_of`)."""
-    old_rounds, new_rounds = state_matched_rounds(old, new)
-    old_times = [t for r in old_rounds for t in r]
-    new_times = [t for r in new_rounds for t in r]
+    old_times, new_times = list(old.times), list(new.times)
     old_m, new_m = _median(old_times), _median(new_times)
     if old_m is None or new_m is None or old_m <= 0:
         return Judgement(old_m, new_m, None, None, SAME)
     ratio = new_m / old_m
-    if len(_rounds(old)) >= 2 and len(_rounds(new)) >= 2:
-        # Measured in rounds: the evidence is rounds, even when the host state leaves one a
-        # side (the noise prior carries the test; samples of one round are not independent).
+    old_rounds, new_rounds = _rounds(old), _rounds(new)
+    if len(old_rounds) >= 2 and len(new_rounds) >= 2:
         p = stats.round_shift_p(old_rounds, new_rounds, noise)
     else:
         p = mann_whitney_p(old_times, new_times)
@@ -265,13 +252,12 @@ def _matched_keys(old: dict[tuple, Record], new: dict[tuple, Record]) -> list[tu
 def round_noise_of(old: dict[tuple, Record], new: dict[tuple, Record]) -> stats.RoundNoise | None:
     """What varies between two runs without a change (the judge's prior, see stats.RoundNoise),
     from the records ok in both."""
-    pairs = [state_matched_rounds(old[k], new[k]) for k in _matched_keys(old, new)]
+    pairs = [(old[k], new[k]) for k in _matched_keys(old, new)]
     if not pairs:
         return None
-    ratios = [math.log(stats.median([t for r in n for t in r]) /
-                       stats.median([t for r in o for t in r])) for o, n in pairs]
-    sides = [min(len(o), len(n)) for o, n in pairs]
-    return stats.round_noise((rounds for pair in pairs for rounds in pair), ratios,
+    ratios = [math.log(stats.median(n.times) / stats.median(o.times)) for o, n in pairs]
+    sides = [min(len(_rounds(o)), len(_rounds(n))) for o, n in pairs]
+    return stats.round_noise((_rounds(r) for pair in pairs for r in pair), ratios,
                              float(np.median(sides)))
 
 

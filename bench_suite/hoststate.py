@@ -10,11 +10,12 @@ the methodology). A round of a unit lasts well under a state's period, so the st
 before and just after its samples tells which state it was measured in.
 
 The run's *quiet level* is a low percentile of every probe reading of the run; a round is quiet
-when both of its readings are within QUIET_MARGIN of it. A record's headline statistics stay
-those of all its samples (what a user of this host gets; an A/A pair showed no gain from a
-quiet-rounds headline, because a record with no quiet round in one run then disagrees by the
-whole 40 %), but `compare` tests rounds of the same state on both sides (`matched_rounds`), so
-a slow spell in one run is not reported as a regression.
+when both of its readings are within QUIET_MARGIN of it. The readings and the flags are stored
+with each record and counted in the run's metadata; they explain a record's spread between
+rounds and let `benchmarks/reproducibility.py` tell the host's share of an A/A disagreement from
+the suite's. They change no published number and no verdict: a quiet-rounds headline and a
+`compare` on rounds of the same state were both tried on an A/A pair and did worse (see the
+methodology, "Host state").
 """
 
 from __future__ import annotations
@@ -113,9 +114,9 @@ def state_of(rec: Any) -> str | None:
 
 
 def matched_rounds(old: Any, new: Any) -> tuple[list[list[float]], list[list[float]], str | None]:
-    """Rounds of the two records measured in the same host state, for a fair test: the quiet
-    rounds of both when both have some, else the slow rounds of both; with no state in common
-    (or no readings), every round of each and the reason as the third item."""
+    """Rounds of the two records measured in the same host state: the quiet rounds of both when
+    both have some, else the slow rounds of both; with no state in common (or no readings),
+    every round of each and the reason as the third item."""
     fo, fn = quiet_flags(old), quiet_flags(new)
     all_old = [list(r) for r in old.rounds if len(r)]
     all_new = [list(r) for r in new.rounds if len(r)]

@@ -167,7 +167,7 @@ def _report_host_state(a: dict[tuple, Record], b: dict[tuple, Record], keys: lis
     both_quiet = [k for k in keys if hoststate.state_of(a[k]) == hoststate.state_of(b[k])
                   == "quiet"]
     if matched:
-        print(f"  same-state rounds (what compare tests), medians within +-5 %: "
+        print(f"  medians of same-state rounds (quiet in both, else slow in both) within +-5 %: "
               f"{np.mean(np.abs(np.array(matched) - 1) <= 0.05):.1%} of {len(matched)}")
     if both_quiet:
         quiet = [_quiet_median(b[k]) / _quiet_median(a[k]) for k in both_quiet]

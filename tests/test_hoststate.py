@@ -60,29 +60,28 @@ def test_records_without_readings_or_with_misaligned_readings_are_left_alone():
     assert old.median == short.median == np.median(old.times)
 
 
-def test_compare_matches_states_so_a_slow_spell_is_no_false_alarm():
-    """The same code, measured once in the quiet state and once partly in the slow one (40 %
-    slower, as the host's two states are): compare tests quiet rounds against quiet rounds,
-    on the rounds' evidence even with one quiet round left (not its samples, which agree with
-    each other far better than two processes do)."""
+def test_matched_rounds_picks_the_state_both_records_share():
+    a = marked(record([12e-3, 17e-3, 17e-3], [QUIET, SLOW, SLOW], "a"))[0]
+    b = marked(record([17e-3, 12e-3, 17.5e-3], [SLOW, QUIET, SLOW], "b"))[0]
+    o, n, why = hoststate.matched_rounds(a, b)
+    assert why is None and o == [a.rounds[0]] and n == [b.rounds[1]]
+    c = marked(record([17e-3, 17.5e-3], [SLOW, SLOW], "c"), record([12e-3], [QUIET], "q"))[0]
+    o, n, why = hoststate.matched_rounds(a, c)  # c was never quiet: the slow rounds of both
+    assert why is None and o == a.rounds[1:] and n == c.rounds
+
+
+def test_state_readings_change_no_verdict():
+    """compare decides from every round, with or without the readings (the state-matched test
+    raised 2 false alarms on an A/A pair where every round gave none; methodology)."""
     old = marked(*[record([12e-3] * 3, [QUIET] * 3, f"v{i}", seed=i) for i in range(30)])
-    new = marked(*[record([12.3e-3, 17e-3, 17e-3], [QUIET, SLOW, SLOW], f"v{i}", seed=100 + i)
+    new = marked(*[record([12e-3, 17e-3, 17e-3], [QUIET, SLOW, SLOW], f"v{i}", seed=100 + i)
                    for i in range(30)])
-    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
-    assert [r.verdict for r in rows].count(analysis.SAME) == 30
-    # Without the state readings the same samples are a 40 % slowdown in every record.
+    with_state, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
     for rec in (*old, *new):
         rec.extra.pop(hoststate.EXTRA_KEY)
-    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
-    assert all(r.ratio > 1.3 for r in rows)
-
-
-def test_compare_still_finds_a_slowdown_measured_in_the_same_state():
-    old = marked(*[record([12e-3] * 3, [QUIET, QUIET, SLOW], f"v{i}", seed=i) for i in range(30)])
-    new = marked(*[record([13.2e-3] * 3, [SLOW, QUIET, QUIET], f"v{i}", seed=50 + i)
-                   for i in range(30)])
-    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
-    assert [r.verdict for r in rows].count(analysis.SLOWER) == 30
+    without, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
+    assert [r.verdict for r in with_state] == [r.verdict for r in without]
+    assert [r.ratio for r in with_state] == [r.ratio for r in without]
 
 
 def test_matched_rounds_falls_back_to_every_round_when_no_state_is_shared():
