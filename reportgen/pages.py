@@ -217,6 +217,22 @@ def guard_text(guard: dict) -> str:
     return "; ".join(parts) or "on"
 
 
+def host_state_text(state: dict) -> str | None:
+    """The run's host-state readings in words (bench_suite.hoststate); None when not read."""
+    read, quiet = state.get("rounds_read"), state.get("quiet_rounds")
+    if not isinstance(read, int) or not read or not isinstance(quiet, int):
+        return None
+    level = state.get("quiet_level_s")
+    text = f"{quiet / read:.0%} of {read} rounds measured in the host's quiet state"
+    if isinstance(level, (int, float)):
+        text += (f" (state probe within {float(state.get('quiet_margin', 0.15)):.0%} of "
+                 f"{level * 1e6:.0f} µs)")
+    never = state.get("records_without_quiet_round")
+    if isinstance(never, int) and never:
+        text += f"; {never} record(s) had no quiet round"
+    return text + "; see the methodology, “Host state”"
+
+
 def environment(run: Run) -> list[tuple[str, str]]:
     """The rows of a run's environment table: what a reader needs to judge and reproduce it.
     Values are Markdown, safe inside a table cell; no absolute path is shown."""
@@ -249,6 +265,10 @@ def environment(run: Run) -> list[tuple[str, str]]:
         rows.append(("hash seed", str(m.hash_seed)))
     if m.guard:
         rows.append(("environment guard", md_escape(guard_text(m.guard))))
+    state = m.extra.get("host_state") if isinstance(m.extra, dict) else None
+    state_text = host_state_text(state) if isinstance(state, dict) else None
+    if state_text:
+        rows.append(("host state", md_escape(state_text)))
     rows.append(("settings", md_escape(public_text(", ".join(
         f"{k}={json.dumps(v)}" for k, v in m.settings.items()) or "?"))))
     return rows

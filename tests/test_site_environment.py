@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench_suite import environment
 from bench_suite.results import Machine
-from reportgen.pages import cpu_description, vm_description
+from reportgen.pages import cpu_description, host_state_text, vm_description
 from reportgen.site import public_text
 
 CPUINFO = """processor\t: 0
@@ -83,3 +83,12 @@ def test_a_tree_without_git_takes_its_commit_from_the_environment(tmp_path, monk
     assert environment.git_state(tmp_path) == ("0123abcd" * 5, False, None)
     monkeypatch.setenv(environment.GIT_SHA_ENV, "not a sha; rm -rf /")
     assert environment.git_state(tmp_path) == (None, False, None)
+
+
+def test_the_share_of_quiet_rounds_is_said_in_words():
+    text = host_state_text({"quiet_rounds": 189, "rounds_read": 756, "quiet_level_s": 2.9e-4,
+                            "quiet_margin": 0.15, "records_without_quiet_round": 12})
+    assert text is not None
+    assert text.startswith("25% of 756 rounds measured in the host's quiet state")
+    assert "within 15% of 290 µs" in text and "12 record(s) had no quiet round" in text
+    assert host_state_text({}) is None and host_state_text({"rounds_read": 0}) is None
