@@ -154,10 +154,20 @@ def _report_host_state(a: dict[tuple, Record], b: dict[tuple, Record], keys: lis
     measured them in the same state (bench_suite.hoststate): the share of the disagreement
     that is the host's, not the suite's."""
     flags = [[f for k in keys for f in (hoststate.quiet_flags(run[k]) or [])] for run in (a, b)]
-    if not all(flags):
+    if not any(flags):
         return
     print("  rounds measured in the host's quiet state: " + ", ".join(
-        f"run {name} {np.mean(f):.0%} of {len(f)}" for name, f in zip("AB", flags, strict=True)))
+        f"run {name} {np.mean(f):.0%} of {len(f)}" if f else f"run {name} not read"
+        for name, f in zip("AB", flags, strict=True)))
+    for name, run in zip("AB", (a, b), strict=True):
+        slowdown = _slow_over_quiet(run[k] for k in keys)
+        if slowdown:
+            print(f"  run {name}, records with quiet and slow rounds: {len(slowdown)}; their slow "
+                  f"rounds' median over their quiet rounds' median: {np.median(slowdown):.3f}x "
+                  f"(quartiles {np.percentile(slowdown, 25):.3f}x, "
+                  f"{np.percentile(slowdown, 75):.3f}x)")
+    if not all(flags):
+        return
     matched = []
     for k in keys:
         old, new, why = hoststate.matched_rounds(a[k], b[k])
@@ -173,6 +183,21 @@ def _report_host_state(a: dict[tuple, Record], b: dict[tuple, Record], keys: lis
         quiet = [_quiet_median(b[k]) / _quiet_median(a[k]) for k in both_quiet]
         print(f"  records with a quiet round in both runs: {len(both_quiet)}; their quiet-round "
               f"medians within +-5 %: {np.mean(np.abs(np.array(quiet) - 1) <= 0.05):.1%}")
+
+
+def _slow_over_quiet(records) -> list[float]:
+    """Per record measured in both states: how much slower its slow rounds ran than its quiet
+    ones, within one run (the host's two speeds as the suite's own records saw them)."""
+    ratios = []
+    for rec in records:
+        flags = hoststate.quiet_flags(rec)
+        if flags is None:
+            continue
+        quiet = [t for r, q in zip(rec.rounds, flags, strict=True) if q for t in r]
+        slow = [t for r, q in zip(rec.rounds, flags, strict=True) if not q for t in r]
+        if quiet and slow:
+            ratios.append(float(np.median(slow) / np.median(quiet)))
+    return ratios
 
 
 def _quiet_median(rec: Record) -> float:

@@ -57,3 +57,26 @@ def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility
     b2 = store(tmp_path, "b2", noisy[1])
     assert reproducibility.main(["--runs", str(a2), str(b2), "--tries", "5"]) == 1
     assert "FAIL: >= 95% within +-5 %" in capsys.readouterr().out
+
+
+def test_host_state_of_one_run_is_reported_without_the_other(tmp_path, reproducibility, capsys):
+    """A run with host-state readings beside an older one without: its quiet share and how much
+    slower its slow rounds ran than its quiet ones are still printed."""
+    rng = np.random.default_rng(5)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
+    old = synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.0)
+    new = synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.0)
+    for rec in new:
+        flags = [True] + [False] * (len(rec.rounds) - 1)
+        rec.rounds = [r if quiet else [t * 1.3 for t in r]
+                      for r, quiet in zip(rec.rounds, flags, strict=True)]
+        rec.times = [t for r in rec.rounds for t in r]
+        rec.extra["host_state"] = {"quiet": flags}
+    reproducibility.main(["--runs", str(store(tmp_path, "old", old)),
+                          str(store(tmp_path, "new", new)), "--tries", "2"])
+    out = capsys.readouterr().out
+    assert f"run A not read, run B {1 / len(new[0].rounds):.0%} of {12 * len(new[0].rounds)}" in out
+    line = next(s for s in out.splitlines() if "run B, records with quiet and slow rounds" in s)
+    assert "rounds: 12;" in line
+    ratio = float(line.split("median: ")[1].split("x")[0])
+    assert 1.25 < ratio < 1.35
