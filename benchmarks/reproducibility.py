@@ -167,6 +167,14 @@ def _report_host_state(a: dict[tuple, Record], b: dict[tuple, Record], keys: lis
                   f"(quartiles {np.percentile(slowdown, 25):.3f}x, "
                   f"{np.percentile(slowdown, 75):.3f}x)")
     if not all(flags):
+        # Only one run read the state: its quiet rounds against the other run's medians.
+        read, other = (a, b) if flags[0] else (b, a)
+        quiet = [_quiet_median(read[k]) / other[k].median for k in keys
+                 if hoststate.state_of(read[k]) == "quiet"]
+        if quiet:
+            print(f"  run {'A' if flags[0] else 'B'}'s quiet-round medians over the other run's "
+                  f"medians: {np.median(quiet):.3f}x (median of {len(quiet)} records), within "
+                  f"+-5 %: {np.mean(np.abs(np.array(quiet) - 1) <= 0.05):.1%}")
         return
     matched = []
     for k in keys:
@@ -190,19 +198,22 @@ def _slow_over_quiet(records) -> list[float]:
     ones, within one run (the host's two speeds as the suite's own records saw them)."""
     ratios = []
     for rec in records:
-        flags = hoststate.quiet_flags(rec)
-        if flags is None:
-            continue
-        quiet = [t for r, q in zip(rec.rounds, flags, strict=True) if q for t in r]
-        slow = [t for r, q in zip(rec.rounds, flags, strict=True) if not q for t in r]
+        quiet, slow = _state_samples(rec, True), _state_samples(rec, False)
         if quiet and slow:
             ratios.append(float(np.median(slow) / np.median(quiet)))
     return ratios
 
 
+def _state_samples(rec: Record, quiet: bool) -> list[float]:
+    """The samples of a record's quiet (or slow) rounds; none when its state was not read."""
+    flags = hoststate.quiet_flags(rec)
+    if flags is None:
+        return []
+    return [t for r, q in zip(rec.rounds, flags, strict=True) if q == quiet for t in r]
+
+
 def _quiet_median(rec: Record) -> float:
-    flags = hoststate.quiet_flags(rec) or []
-    return float(np.median([t for r, q in zip(rec.rounds, flags, strict=True) if q for t in r]))
+    return float(np.median(_state_samples(rec, True)))
 
 
 def main(argv: list[str] | None = None) -> int:

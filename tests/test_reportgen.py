@@ -524,9 +524,9 @@ def test_committed_run_shows_notes_as_notes_not_noise(monkeypatch, tmp_path):
                 assert len(rec) == 1
                 assert ("⚠" in row[col["noise"]]) == bool(rec.iloc[0]["warnings"]), row
                 assert 'class="lb-note" title="sigpy is single-threaded' in row[col["variant"]]
-    # the derived thread anomaly is flagged beside the median it concerns
-    # (the committed worker run has no such anomaly in nufft2d; tests/test_thread_anomalies.py
-    # checks the flag on runs that have one)
+        # the derived thread anomaly is flagged beside the median it concerns (the committed
+        # worker runs have no such anomaly in nufft2d; tests/test_thread_anomalies.py checks
+        # the flag on runs that have one)
         flagged = [row for row in table.rows if "slower with 2 threads" in row[col["median"]]]
         assert all('class="lb-warn"' in row[col["median"]] for row in flagged)
 
