@@ -80,7 +80,7 @@ def test_host_state_of_one_run_is_reported_without_the_other(tmp_path, reproduci
     assert "rounds: 12;" in line
     ratio = float(line.split("median: ")[1].split("x")[0])
     assert 1.25 < ratio < 1.35
-    # B's quiet rounds are the old run's speed: A's medians over them read about 1.0
+    # B's quiet rounds ran at the old run's speed: their medians over A's read about 1.0
     line = next(s for s in out.splitlines() if "quiet-round medians over the other" in s)
     assert "(median of 12 records)" in line
     assert 0.95 < float(line.split("medians: ")[1].split("x")[0]) < 1.05
