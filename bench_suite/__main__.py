@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench_suite import run_args
+from bench_suite import affinity, run_args
 from bench_suite.cases.base import DEVICES, DIRECTIONS, SIZE_LABELS
 from bench_suite.run_args import UsageError
 
@@ -249,7 +249,7 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             "guard": not args.no_guard, "fresh_workers": bool(args.fresh_workers),
             "max_remeasure": 1 if args.max_remeasure is None
             else args.max_remeasure,
-            "worker_env": extra_env,
+            "worker_env": extra_env, "pin_cpu": args.pin_cpu or "none",
         }
         if study_sel is not None:
             # The study's subject is time and error: no memory pass, and no second validation
@@ -289,7 +289,8 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
                          "chosen device; see `linop-bench list`)")
     settings = runner.RunSettings(preset=preset, seed=sel["seed"], machine=machine,
                                   metric_instructions=sel.get("metric") == "instructions",
-                                  first_call=bool(sel.get("study")))
+                                  first_call=bool(sel.get("study")),
+                                  pin_cpu=sel.get("pin_cpu", "none"))
     orch = _orchestration(args, sel, preset)
     print(f"linop-bench: {len(items)} benchmarks x {orch.rounds} rounds -> {writer.run_dir}",
           file=sys.stderr)
@@ -504,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-remeasure", type=int, default=None,
                    help="times a group is measured again when the guard finds the machine "
                         "changed (default 1)")
+    p.add_argument("--pin-cpu", choices=list(affinity.MODES), default=None,
+                   help="quietest: pin each 1-thread measurement to the vCPU whose state probe "
+                        "reads fastest just before its warm-up (default none; see methodology)")
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "library"], default=None,
                    help="OMP_WAIT_POLICY of the worker processes (default passive: spinning "
                         "OpenMP threads made every threaded library 2-100x slower with 2 threads "

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bench_suite import guard, hoststate, runner
+from bench_suite import affinity, guard, hoststate, runner
 from bench_suite.cases._common import REFERENCE_CACHE_ENV
 from bench_suite.results import (
     Record,
@@ -187,6 +187,9 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
     if readings:  # aligned with the rounds only when every round was read (see hoststate)
         state = acc.extra.setdefault(hoststate.EXTRA_KEY, {"probe_s": []})
         state["probe_s"] = hoststate.round_readings(acc.extra) + readings
+    if isinstance(new.extra.get(affinity.EXTRA_KEY), list):
+        acc.extra[affinity.EXTRA_KEY] = [*acc.extra.get(affinity.EXTRA_KEY, []),
+                                         *new.extra[affinity.EXTRA_KEY]]
     if (acc.status != "nondeterministic" and new.rel_error is not None
             and acc.rel_error is not None and new.status != acc.status):
         errors = acc.extra.setdefault("round_rel_errors", [acc.rel_error])
@@ -255,7 +258,7 @@ class Executor:
                    metric_instructions=s.metric_instructions and round_index == 0,
                    ladder=pt.ladder, setting=pt.setting, sampling=pt.sampling, coils=pt.coils,
                    time_setup=pt.time_setup, first_call=s.first_call and kind == "measure",
-                   expected_seconds=expected_seconds)
+                   expected_seconds=expected_seconds, pin_cpu=s.pin_cpu)
 
     def run(self, kind: str, item: PlanItem, round_index: int = 0,
             hash_seed: int | None = None,

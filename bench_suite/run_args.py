@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bench_suite import affinity
+
 
 class UsageError(Exception):
     """Bad command-line input; printed as one line, exit 2."""
@@ -51,6 +53,7 @@ _RESUME_FIXED = (
     ("--timeout", "timeout"), ("--max-remeasure", "max_remeasure"),
     ("--omp-wait-policy", "omp_wait_policy"), ("--study", "study"),
     ("--sampling", "sampling"), ("--coils", "coils"), ("--ladder", "ladder"),
+    ("--pin-cpu", "pin_cpu"),
 )
 # Switches a resumed run accepts only where they say what its stored settings say:
 # (flag, argument name, settings key, the setting the switch means).
@@ -67,6 +70,7 @@ _WORKER_ONLY = (
     ("--hash-seed", "hash_seed", "set PYTHONHASHSEED before starting instead"),
     ("--omp-wait-policy", "omp_wait_policy", "set OMP_WAIT_POLICY before starting instead"),
     ("--fresh-workers", "fresh_workers", "there are no worker processes to renew"),
+    ("--pin-cpu", "pin_cpu", "a pinned process would stay pinned for every later benchmark"),
 )
 
 
@@ -162,6 +166,8 @@ def stored_settings_problem(settings: Any, machine: Any, cases: Mapping[str, Any
     for key in ("in_process", "determinism_check", "guard", "fresh_workers"):
         if key in settings and not isinstance(settings[key], bool):
             checks.append((key, "expected true or false"))
+    if settings.get("pin_cpu", "none") not in affinity.MODES:
+        checks.append(("pin_cpu", f"expected one of {', '.join(affinity.MODES)}"))
     env = settings.get("worker_env")
     if env is not None and not (isinstance(env, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in env.items())):

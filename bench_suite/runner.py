@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench_suite import hoststate, privacy, stats
+from bench_suite import affinity, hoststate, privacy, stats
 from bench_suite.cases.base import (
     DEFAULT_POINT,
     Case,
@@ -189,6 +189,7 @@ class RunSettings:
     metric_instructions: bool = False
     handler_factory: Callable[[str, str], Any] = make_handler
     first_call: bool = False  # time the process's first call (the accuracy study)
+    pin_cpu: str = "none"  # "quietest": pin 1-thread timing to the quietest vCPU (affinity)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -293,6 +294,10 @@ def measure(item: PlanItem, settings: RunSettings,
         clock.lap("validate")
         handler = settings.handler_factory(prep.timer, item.device)
         p = settings.preset
+        if settings.pin_cpu == "quietest" and item.num_threads == 1:
+            pick = affinity.pin_to_quietest()
+            if pick is not None:
+                rec.extra[affinity.EXTRA_KEY] = [pick]  # a list: one per round (orchestrate)
         state_before = hoststate.probe_seconds()
         result = handler.blocked_autorange(
             prep.fn, data_gen_fn=prep.data_gen_fn,

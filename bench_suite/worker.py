@@ -79,6 +79,7 @@ class Job:
     # The unit's median from its earlier rounds: a call slower than the warmup's cap needs no
     # warmup call beyond the validation call (runner.measure).
     expected_seconds: float | None = None
+    pin_cpu: str = "none"  # runner.RunSettings.pin_cpu
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -181,7 +182,7 @@ def run_job(job: Job) -> dict[str, Any]:
     settings = runner.RunSettings(preset=runner.Preset.from_dict(job.preset), seed=job.seed,
                                   machine=job.machine,
                                   metric_instructions=job.metric_instructions,
-                                  first_call=bool(job.first_call))
+                                  first_call=bool(job.first_call), pin_cpu=job.pin_cpu)
     if job.kind == "measure":
         rec, timed = runner.measure(item, settings, job.expected_seconds)
         rec.extra["timed_seconds"] = round(timed, 6)

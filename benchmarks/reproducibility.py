@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_suite import analysis, hoststate, runner
+from bench_suite import affinity, analysis, hoststate, runner
 from bench_suite.results import Record, ResultsError, list_runs, load_run
 from bench_suite.store_schema import IDENTITY_FIELDS
 
@@ -45,6 +45,8 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
             cmd += [f"--{flag}", str(value)]
     if args.fresh_workers:
         cmd.append("--fresh-workers")
+    if args.pin_cpu:
+        cmd += ["--pin-cpu", args.pin_cpu]
     started = time.perf_counter()
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
@@ -228,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, help="rounds per unit (default: the preset's)")
     p.add_argument("--fresh-workers", action="store_true",
                    help="pass --fresh-workers to both runs (new worker processes every round)")
+    p.add_argument("--pin-cpu", choices=list(affinity.MODES),
+                   help="passed to both runs (see `linop-bench run --help`)")
     p.add_argument("--first-rounds", type=int, metavar="K",
                    help="analyse only the first K rounds of each record (with --rounds: what a "
                         "K-round run would have given, from the same runs)")
