@@ -507,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "changed (default 1)")
     p.add_argument("--pin-cpu", choices=list(affinity.MODES), default=None,
                    help="quietest: pin each 1-thread measurement to the vCPU whose state probe "
-                        "reads fastest just before its warm-up (default none; see methodology)")
+                        "reads fastest just before its warm-up (default none: it did not make "
+                        "runs agree better here; see methodology)")
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "library"], default=None,
                    help="OMP_WAIT_POLICY of the worker processes (default passive: spinning "
                         "OpenMP threads made every threaded library 2-100x slower with 2 threads "

@@ -1,12 +1,14 @@
 """Pin a 1-thread measurement to the vCPU that is quietest right now (`--pin-cpu quietest`).
 
-Why: on the shared 2-vCPU machine the suite is developed on, each vCPU alternates between a
-fast and a slow state for seconds at a time, and the two vCPUs do so largely independently
-(their state probes correlate at 0.07; see `bench_suite.hoststate`). A process the scheduler
-leaves free, or pins blindly, is timed in whichever state its vCPU is in. Reading the state
-probe on every vCPU the process may use and pinning it to the fastest one just before its
-warm-up puts most 1-thread rounds in the fast state. A process with more threads than one
-needs every vCPU it has, so it is left as it is.
+Why it was tried: on the shared 2-vCPU machine the suite is developed on, each vCPU alternates
+between a fast and a slow state for seconds at a time, and the two vCPUs do so largely
+independently (state probes pinned to each for 60 s correlated at 0.07; see
+`bench_suite.hoststate`). A process is timed in whichever state its vCPU is in; reading the
+probe on every vCPU and pinning to the fastest just before warm-up should avoid the slow one.
+A process with more threads than one needs every vCPU it has, so it is left as it is.
+
+Why it is off by default: in four A/A pairs of quick runs it did not make two runs agree better
+(methodology, "Host state"; benchmarks/findings/output/reproducibility-quick-pin-cpu.txt).
 
 Each round's choice is kept with the record (`extra["cpu_pick"]`, a list with one entry a round):
 the vCPU chosen and every vCPU's reading.
