@@ -17,6 +17,7 @@ from typing import Any
 from bench_suite import affinity, run_args
 from bench_suite.cases.base import DEVICES, DIRECTIONS, SIZE_LABELS
 from bench_suite.run_args import UsageError
+from bench_suite.worker import MALLOC_SETTINGS
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -229,6 +230,7 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
         policy = args.omp_wait_policy or "passive"
         extra_env = {} if policy == "library" else {"OMP_WAIT_POLICY": policy.upper()}
+        extra_env.update(worker.malloc_env(args.malloc or "steady"))
         if "cuda" not in devices:
             # CPU workers never see a GPU: on a CUDA machine the zygote's compile warm-up
             # initialises CUDA, and every forked child that compiles then fails with "Cannot
@@ -250,6 +252,7 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             "max_remeasure": 1 if args.max_remeasure is None
             else args.max_remeasure,
             "worker_env": extra_env, "pin_cpu": args.pin_cpu or "none",
+            "malloc": None if args.in_process else args.malloc or "steady",
         }
         if study_sel is not None:
             # The study's subject is time and error: no memory pass, and no second validation
@@ -513,6 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="OMP_WAIT_POLICY of the worker processes (default passive: spinning "
                         "OpenMP threads made every threaded library 2-100x slower with 2 threads "
                         "on a shared machine, see Findings; `library` keeps each library's own)")
+    p.add_argument("--malloc", choices=list(MALLOC_SETTINGS), default=None,
+                   help="glibc allocator settings of the worker processes (default steady: "
+                        "freed memory stays in the process, so a call does not fault in again "
+                        "what the last one gave back; with `library`, glibc's defaults, a "
+                        "torchlinops call took 40-1300 page faults, a different number in each "
+                        "process, and its time moved with them; see methodology)")
     p.add_argument("--results-dir", default=str(DEFAULT_RESULTS_DIR))
     p.add_argument("--machine", help="machine label (default: derived from the hardware)")
     p.add_argument("--resume", metavar="RUN", help="continue a partial run")

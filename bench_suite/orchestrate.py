@@ -187,9 +187,9 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
     if readings:  # aligned with the rounds only when every round was read (see hoststate)
         state = acc.extra.setdefault(hoststate.EXTRA_KEY, {"probe_s": []})
         state["probe_s"] = hoststate.round_readings(acc.extra) + readings
-    if isinstance(new.extra.get(affinity.EXTRA_KEY), list):
-        acc.extra[affinity.EXTRA_KEY] = [*acc.extra.get(affinity.EXTRA_KEY, []),
-                                         *new.extra[affinity.EXTRA_KEY]]
+    for key in (affinity.EXTRA_KEY, runner.PAGE_FAULTS_KEY):  # one entry per round
+        if isinstance(new.extra.get(key), list):
+            acc.extra[key] = [*acc.extra.get(key, []), *new.extra[key]]
     if (acc.status != "nondeterministic" and new.rel_error is not None
             and acc.rel_error is not None and new.status != acc.status):
         errors = acc.extra.setdefault("round_rel_errors", [acc.rel_error])

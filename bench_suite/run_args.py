@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench_suite import affinity
+from bench_suite.worker import MALLOC_SETTINGS
 
 
 class UsageError(Exception):
@@ -53,7 +54,7 @@ _RESUME_FIXED = (
     ("--timeout", "timeout"), ("--max-remeasure", "max_remeasure"),
     ("--omp-wait-policy", "omp_wait_policy"), ("--study", "study"),
     ("--sampling", "sampling"), ("--coils", "coils"), ("--ladder", "ladder"),
-    ("--pin-cpu", "pin_cpu"),
+    ("--pin-cpu", "pin_cpu"), ("--malloc", "malloc"),
 )
 # Switches a resumed run accepts only where they say what its stored settings say:
 # (flag, argument name, settings key, the setting the switch means).
@@ -71,6 +72,7 @@ _WORKER_ONLY = (
     ("--omp-wait-policy", "omp_wait_policy", "set OMP_WAIT_POLICY before starting instead"),
     ("--fresh-workers", "fresh_workers", "there are no worker processes to renew"),
     ("--pin-cpu", "pin_cpu", "a pinned process would stay pinned for every later benchmark"),
+    ("--malloc", "malloc", "set glibc's MALLOC_* variables before starting instead"),
 )
 
 
@@ -168,6 +170,8 @@ def stored_settings_problem(settings: Any, machine: Any, cases: Mapping[str, Any
             checks.append((key, "expected true or false"))
     if settings.get("pin_cpu", "none") not in affinity.MODES:
         checks.append(("pin_cpu", f"expected one of {', '.join(affinity.MODES)}"))
+    if settings.get("malloc") not in (None, *MALLOC_SETTINGS):
+        checks.append(("malloc", f"expected one of {', '.join(MALLOC_SETTINGS)}"))
     env = settings.get("worker_env")
     if env is not None and not (isinstance(env, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in env.items())):

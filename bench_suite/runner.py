@@ -328,6 +328,8 @@ def measure(item: PlanItem, settings: RunSettings,
     rec.peak_mem_note = result.peak_mem_note
     fill_summary(rec)
     rec.extra["min_run_time"] = result.min_run_time
+    if result.page_faults_per_call is not None:  # a list: one per round (orchestrate)
+        rec.extra[PAGE_FAULTS_KEY] = [round(result.page_faults_per_call, 2)]
     clock.lap("warmup_and_samples")
     if warm_by_validation:
         rec.extra["warmup_calls"] = 0
@@ -344,6 +346,7 @@ def validation_is_warmup(expected_seconds: float | None, preset: Preset) -> bool
     return expected_seconds is not None and cap is not None and expected_seconds > cap
 
 
+PAGE_FAULTS_KEY = "page_faults_per_call"  # Record.extra: minor faults per sampled call, per round
 MEASURE_PHASES = ("prepare", "validate", "warmup_and_samples")  # _PhaseClock's laps, in order
 
 
@@ -418,19 +421,21 @@ def _first_call(prep: Prepared, item: PlanItem, rec: Record) -> None:
 # call starts from the same resident set (with two measured calls, the pass and the
 # determinism checks took the last 6 of a full run's 42 minutes).
 MEMORY_CALLS = 1
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 MEMORY_MMAP_THRESHOLD = 128 * 1024
 
 
 def _return_freed_memory_to_the_os() -> bool:
     """glibc: serve every allocation over 128 KiB by mmap and unmap it on free (no dynamic
-    threshold), so freed buffers leave the resident set and a later peak is visible again."""
+    threshold, no top pad kept when trimming: this overrides `run --malloc steady`), so freed
+    buffers leave the resident set and a later peak is visible again."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
         return bool(libc.mallopt(_M_MMAP_THRESHOLD, MEMORY_MMAP_THRESHOLD)
-                    and libc.mallopt(_M_TRIM_THRESHOLD, MEMORY_MMAP_THRESHOLD))
+                    and libc.mallopt(_M_TRIM_THRESHOLD, MEMORY_MMAP_THRESHOLD)
+                    and libc.mallopt(_M_TOP_PAD, 0))
     except (OSError, AttributeError):
         return False
 
@@ -441,7 +446,7 @@ def measure_memory(item: PlanItem, settings: RunSettings) -> Record:
     Why a separate pass: in a process that already ran the operator, glibc keeps freed pages
     mapped and reuses them, so the high-water mark does not rise again (154 of 228 records read
     0 B that way). Here freed large buffers go back to the OS (mallopt, this process only: the
-    timed rounds run with the allocator's defaults), one untimed call warms up, then the peak
+    timed rounds keep the run's `--malloc` setting), one untimed call warms up, then the peak
     over MEMORY_CALLS calls is taken against the resident set just before them.
     """
     from bench_suite.memory import HostMemoryProbe

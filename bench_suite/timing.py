@@ -55,6 +55,8 @@ class TimingResult:
     peak_mem_note: str | None = None
     mode: str = "blocked"  # "blocked" | "per-iteration"
     pilot_seconds: float | None = None
+    calls: int = 0  # calls made while sampling (calibration blocks included)
+    page_faults_per_call: float | None = None  # minor faults while sampling, per call
 
     @property
     def num_runs(self) -> int:
@@ -158,6 +160,19 @@ class _NumbaThreads:
         if numba is not None and self._old is not None:
             numba.set_num_threads(self._old)
             self._old = None
+
+
+def minor_page_faults() -> int | None:
+    """Minor page faults of this process so far (every thread), None where getrusage is absent.
+
+    Why: a call that gives memory back to the kernel and faults it in again on the next call
+    pays for it in time, by an amount that differs between processes (worker.MALLOC_STEADY_ENV).
+    """
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 @contextlib.contextmanager
@@ -277,12 +292,16 @@ class BaseHandler:
             threads.refresh()  # numba may have been imported by the warmup
             with _gc_disabled():
                 probe.reset()
+                faults_before = minor_page_faults()
                 try:
                     result = self._sample(fn, data_gen_fn, min_run_time, max_run_time, enough,
                                           probe)
                 except Exception as e:
                     _note(e, "during a timed call (after the warmup)")
                     raise
+                if result.calls and faults_before is not None:
+                    result.page_faults_per_call = (
+                        (minor_page_faults() or 0) - faults_before) / result.calls
                 result.peak_mem_bytes, result.peak_mem_delta_bytes, result.peak_mem_note = (
                     probe.peak())
         result.num_threads = threads.num_threads
@@ -328,11 +347,12 @@ class BaseHandler:
             # Calibration: the first block (one call) doubles as the pilot; the final block
             # (> 5 ms) is a valid sample at the chosen block size, so it is kept.
             n, t = 1, self._time_block(fn, 1)
-            pilot, timed = t, t
+            pilot, timed, calls = t, t, 1
             while t <= BLOCK_TARGET_S and n < MAX_BLOCK:
                 n *= 2
                 t = self._time_block(fn, n)
                 timed += t
+                calls += n
             probe.sample()
             times.append(t / n)
             spent = t
@@ -341,7 +361,7 @@ class BaseHandler:
             def one() -> float:
                 return self._time_block(fn, n)
         else:
-            n, spent, mode = 1, 0.0, "per-iteration"
+            n, spent, mode, calls = 1, 0.0, "per-iteration", 0
 
             def one() -> float:
                 data = data_gen_fn()
@@ -356,6 +376,7 @@ class BaseHandler:
                 probe.sample()
                 times.append(pilot)
                 spent = timed = pilot
+                calls = 1
 
         mrt = float(min_run_time) if min_run_time is not None else estimate_min_run_time(pilot)
         while not times or not enough(times, spent, mrt):
@@ -367,9 +388,10 @@ class BaseHandler:
             times.append(t / n)
             spent += t
             timed += t
+            calls += n
         return TimingResult(times=times, number_per_run=n, num_threads=0, device=self.device,
                             min_run_time=mrt, timed_seconds=timed, mode=mode,
-                            pilot_seconds=pilot)
+                            pilot_seconds=pilot, calls=calls)
 
     def _time_block(self, fn: Callable[[], Any], n: int) -> float:
         token = self._start()

@@ -45,6 +45,26 @@ PLUGINS_ENV = "LINOP_BENCH_PLUGINS"  # comma-separated modules a worker imports 
 WARM_CASES_ENV = "LINOP_BENCH_WARM_CASES"  # comma-separated case ids a zygote warms
 STDERR_TAIL_LINES = 3
 
+# glibc's allocator, held steady (`run --malloc steady`, the default): memory a call frees stays
+# in the process instead of going back to the kernel, so the next call does not fault it in
+# again page by page. With glibc's defaults a torchlinops call on a small grid took 130-1300
+# minor page faults, a different number in each process (its heap's history), and its time moved
+# with them; SigPy, FINUFFT and ducc0 took none (benchmarks/findings/page_faults.py).
+MALLOC_STEADY_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024),  # glibc's maximum; fixing it also turns
+    # off the threshold's dynamic growth, which depends on what the process freed before
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 40),  # never give the top of the heap back
+    "MALLOC_TOP_PAD_": str(64 * 1024 * 1024),  # grow the heap in large steps
+}
+MALLOC_SETTINGS = ("steady", "library")
+
+
+def malloc_env(setting: str) -> dict[str, str]:
+    """The allocator environment of `run --malloc SETTING` ("library": glibc's defaults)."""
+    if setting not in MALLOC_SETTINGS:
+        raise ValueError(f"unknown malloc setting {setting!r}; choose from {MALLOC_SETTINGS}")
+    return dict(MALLOC_STEADY_ENV) if setting == "steady" else {}
+
 
 class WorkerError(RuntimeError):
     """A zygote that could not start or answered nonsense; the message says why."""
@@ -132,7 +152,7 @@ def recorded_env(env: Mapping[str, str]) -> dict[str, str]:
     cache locations by name only (their values are local paths)."""
     out = {name: env[name] for name in THREAD_ENV_VARS if name in env}
     for name in ("PYTHONHASHSEED", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND",
-                 "CUDA_VISIBLE_DEVICES"):
+                 "CUDA_VISIBLE_DEVICES", *MALLOC_STEADY_ENV):
         if name in env:
             out[name] = env[name]
     for name in ("TORCHINDUCTOR_CACHE_DIR", "NUMBA_CACHE_DIR"):

@@ -477,3 +477,35 @@ def test_warmup_lasts_at_least_min_warmup_time(min_warmup_time, at_least, at_mos
     TorchHandler("cpu")._warmup(op, None, 2, max_warmup_time=0.01,
                                 min_warmup_time=min_warmup_time)
     assert at_least <= len(calls) <= at_most
+
+
+# ----------------------------------------------------------------------------- page faults
+
+
+def test_sampled_calls_are_counted_and_their_page_faults_per_call_recorded():
+    """A call that maps and touches 64 fresh pages faults ~64 times; one that allocates
+    nothing, ~0. Blocked mode counts the calibration blocks' calls too."""
+    import mmap
+
+    pages = 64
+
+    def faulting(_data=None):
+        with mmap.mmap(-1, pages * mmap.PAGESIZE) as m:
+            for i in range(pages):
+                m[i * mmap.PAGESIZE] = 1
+
+    clock = FakeClock()
+    res = handler(clock).blocked_autorange(lambda _d: clock.advance(MS), data_gen_fn=lambda: None,
+                                           min_runs=5, num_warmup=1, min_run_time=0.0)
+    assert res.calls == res.num_runs == 5
+    assert res.page_faults_per_call is not None and res.page_faults_per_call < 5
+
+    res = TorchHandler("cpu").blocked_autorange(faulting, data_gen_fn=lambda: None, min_runs=20,
+                                                num_warmup=1, min_run_time=0.0)
+    assert res.calls == res.num_runs
+    assert pages * 0.9 <= res.page_faults_per_call <= pages * 1.5
+
+    clock = FakeClock()
+    res = handler(clock).blocked_autorange(lambda: clock.advance(MS), min_runs=3, num_warmup=0)
+    block = res.number_per_run
+    assert res.calls == (2 * block - 1) + (res.num_runs - 1) * block  # 1+2+..+n, then n each

@@ -93,6 +93,13 @@ def test_rounds_are_kept_apart_and_pooled(doubles_run):
     # A CPU run's workers never see a GPU (a zygote that initialised CUDA breaks its children).
     assert meta["worker_environment"]["CUDA_VISIBLE_DEVICES"] == ""
     assert meta["settings"]["worker_env"]["CUDA_VISIBLE_DEVICES"] == ""
+    # glibc's allocator is held steady by default, and the run says so.
+    assert meta["settings"]["malloc"] == "steady"
+    for name, value in worker.malloc_env("steady").items():
+        assert meta["worker_environment"][name] == value
+    # Each round's page faults per sampled call are kept, one entry per round.
+    faults = good.extra["page_faults_per_call"]
+    assert len(faults) == 2 and all(f >= 0 for f in faults)
 
 
 def test_the_run_says_where_the_measuring_processes_spent_their_time(doubles_run):
