@@ -174,6 +174,7 @@ class Comparison:
     geomeans: list[GeoMean] = field(default_factory=list)
     old_sha: str | None = None
     new_sha: str | None = None
+    environment_changes: list[str] = field(default_factory=list)  # compare.environment_changes
 
     def regressions(self) -> list[Row]:
         """Significant slowdowns beyond the threshold, and ok records that now fail or mismatch."""

@@ -34,6 +34,7 @@ from bench_suite.results import (
     DEFAULT_RESULTS_DIR,
     Record,
     ResultsError,
+    RunMetadata,
     load_run,
     parse_archive_name,
     resolve_run,
@@ -54,7 +55,23 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
         old_run=old_meta.run_id, new_run=new_meta.run_id,
         threshold=threshold, alpha=alpha, rows=rows, geomeans=geomeans,
         old_sha=old_meta.git_sha, new_sha=new_meta.git_sha,
+        environment_changes=environment_changes(old_meta, new_meta),
     )
+
+
+def environment_changes(old_meta: RunMetadata, new_meta: RunMetadata) -> list[str]:
+    """The worker-environment variables the two runs set differently ("NAME: old -> new").
+
+    Why: a setting such as `--malloc` or `--omp-wait-policy` moves some libraries' times with no
+    change to their code (torchlinops 6-9 % with the allocator held steady), so a reader of a
+    verdict must know the runs differ there. Runs measured in-process record none: no note.
+    """
+    old = old_meta.extra.get("worker_environment")
+    new = new_meta.extra.get("worker_environment")
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return []
+    return [f"{name}: {old.get(name, 'unset')} -> {new.get(name, 'unset')}"
+            for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
 
 
 def _no_overlap_message(old_dir: Path, new_dir: Path, old: list[Record],
@@ -117,6 +134,9 @@ def _summary(cmp: Comparison) -> str:
     counts = {v: sum(r.verdict == v for r in cmp.rows) for v in VERDICTS}
     text = f"{len(cmp.rows)} measurement(s): " + ", ".join(
         f"{n} {v}" for v, n in counts.items() if n)
+    if cmp.environment_changes:
+        text += ("\nnote: the runs' worker processes had different environments, which can move "
+                 "times by themselves: " + "; ".join(cmp.environment_changes))
     weak = [r for r in cmp.rows if r.verdict == SAME and not can_reach(r.n_old, r.n_new, cmp.alpha)]
     if weak:
         text += (f"\nnote: {len(weak)} measurement(s) have too few samples for the rank test to "

@@ -321,3 +321,27 @@ def test_times_below_a_millisecond_are_in_microseconds(tmp_path, capsys):
     main([str(old), str(new)])
     out = capsys.readouterr().out
     assert " µs" in out and " us " not in out
+
+
+def _with_worker_env(env: dict[str, str] | None):
+    return {"git_sha": "abc", "started_at": "2025-01-01T00:00:00",
+            **({"worker_environment": env} if env is not None else {})}
+
+
+def test_runs_whose_workers_had_different_environments_say_so(tmp_path, capsys):
+    """--malloc steady moved torchlinops 6-9 % with no change to it: the reader must know."""
+    steady = {"OMP_WAIT_POLICY": "PASSIVE", "MALLOC_TRIM_THRESHOLD_": "1099511627776"}
+    dirs = {}
+    for name, env, day in (("library", {"OMP_WAIT_POLICY": "PASSIVE"}, 1), ("steady", steady, 2),
+                           ("again", steady, 3), ("in-process", None, 4)):
+        writer = RunWriter.create(tmp_path, _with_worker_env(env), date=dt.date(2025, 1, day))
+        writer.add(make_record(seed=day))
+        writer.finish(results.now_iso(), update_latest=False)
+        dirs[name] = writer.run_dir
+    cmp = compare_runs(dirs["library"], dirs["steady"])
+    assert cmp.environment_changes == ["MALLOC_TRIM_THRESHOLD_: unset -> 1099511627776"]
+    assert main([str(dirs["library"]), str(dirs["steady"])]) == 0
+    out = capsys.readouterr().out
+    assert "different environments" in out and "MALLOC_TRIM_THRESHOLD_: unset ->" in out
+    assert compare_runs(dirs["steady"], dirs["again"]).environment_changes == []
+    assert compare_runs(dirs["steady"], dirs["in-process"]).environment_changes == []
