@@ -197,6 +197,38 @@ def round_shift_p(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Se
     return float(2 * stdtr(df, -t))
 
 
+def ratio_interval(ratio: float, num_medians: Sequence[float], den_medians: Sequence[float],
+                   noise: RoundNoise | None = None,
+                   level: float = CI_LEVEL) -> tuple[float, float] | None:
+    """The `level` interval of `ratio`, the ratio of two records' medians, from the spread of
+    their round medians (each round a fresh process at another moment).
+
+    Why rounds: the samples of one round share the machine's state, so intervals from the
+    samples (each median's own CI) are far too narrow for what a rerun gives; in A/A pairs the
+    second run's ratio fell outside them in about half the cases, and a lead they called clear
+    changed hands. The log round medians' variance is moderated with the run's typical one
+    (`noise`, as its `df` extra degrees of freedom), as in `round_shift_p`, and the interval is
+    Student's t on the difference of the two mean logs, centred on `ratio`. The two records are
+    treated as independent (conservative: rounds of one group share some of the host's state).
+    None when there is nothing to estimate a variance from (one round a side, no `noise`).
+    """
+    from scipy.special import stdtrit
+
+    a = np.log([m for m in num_medians if m > 0])
+    b = np.log([m for m in den_medians if m > 0])
+    if a.size == 0 or b.size == 0 or not ratio > 0:
+        return None
+    ss = float(np.sum((a - a.mean()) ** 2) + np.sum((b - b.mean()) ** 2))
+    df = a.size + b.size - 2
+    if noise is not None:
+        ss += noise.df * noise.variance
+        df += noise.df
+    if df <= 0:
+        return None
+    half = float(stdtrit(df, 0.5 + level / 2)) * math.sqrt(ss / df * (1 / a.size + 1 / b.size))
+    return ratio * math.exp(-half), ratio * math.exp(half)
+
+
 def significant_figures(times: Sequence[float]) -> int:
     """Significant figures exactly as torch.utils.benchmark's `Measurement.significant_figures`.
 

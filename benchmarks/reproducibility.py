@@ -25,10 +25,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from bench_suite import affinity, analysis, hoststate, runner
+from bench_suite import affinity, analysis, hoststate, runner, stats
 from bench_suite.results import Record, ResultsError, list_runs, load_run
 from bench_suite.store_schema import IDENTITY_FIELDS
+from reportgen import answer
 
 TARGET_WITHIN_5 = 0.95
 TARGET_DETECTIONS = 0.9
@@ -113,6 +115,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     print(f"  within +-5 %, other statistics of the same samples: 10th percentile "
           f"{agree(lambda t: np.percentile(t, 10)):.0%}, minimum {agree(np.min):.0%}")
     _report_host_state(a, b, keys)
+    _report_answers(a, b, keys)
     worst = keys[int(np.argmax(dev))]
     w_a, w_b = a[worst], b[worst]
     print(f"  worst pair: {w_a.name()}: {w_a.median * 1e6:.1f} us vs "
@@ -149,6 +152,59 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     for text, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {text}")
     return all(ok for _, ok in checks)
+
+
+def _answer_boards(run: dict[tuple, Record], keys: list[tuple]) -> dict[tuple, answer.Cell]:
+    """The site's ranking (reportgen.answer, with its round-aware intervals) of the given
+    records: cell by (device, threads, case, direction, size)."""
+    rows = []
+    for k in keys:
+        r = run[k]
+        q1, q3 = stats.quartiles(r.times)
+        rows.append({"machine": r.machine, "device": r.device, "num_threads": r.num_threads,
+                     "case": r.case, "direction": r.direction, "size_label": r.size_label,
+                     "variant": r.variant, "status": r.status, "median": r.median,
+                     "ci_low": r.ci_low, "ci_high": r.ci_high, "q1": q1, "q3": q3,
+                     answer.ROUNDS: stats.round_medians(r.rounds)})
+    frame = pd.DataFrame(rows, columns=[*answer.COLUMNS, answer.ROUNDS])
+    return {(b.device, b.num_threads, c.case, c.direction, c.size_label): c
+            for b in answer.boards(frame) for c in b.cells}
+
+
+def _report_answers(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple]) -> None:
+    """Does the answer the site leads with reproduce: the same fastest library in each case,
+    direction, size and thread count, and a lead called clear in one run that the other run
+    confirms? (The medians can move by 20 % while the ranking a reader acts on holds.)"""
+    cells_a, cells_b = _answer_boards(a, keys), _answer_boards(b, keys)
+    ranked = [c for c in cells_a if c in cells_b and cells_a[c].runner_up is not None
+              and cells_b[c].runner_up is not None]
+    if not ranked:
+        return
+    same = [c for c in ranked if cells_a[c].winner.variant == cells_b[c].winner.variant]
+    print(f"  the site's answer: the same fastest library in both runs in {len(same)} of "
+          f"{len(ranked)} cells (case x direction x size x threads)")
+    for name, mine, other in (("A", cells_a, cells_b), ("B", cells_b, cells_a)):
+        clear = [c for c in ranked if mine[c].clear]
+        held = [c for c in clear if other[c].winner.variant == mine[c].winner.variant]
+        inside = [c for c in held if _lead_inside(mine[c], other[c])]
+        print(f"    leads run {name} calls clear: {len(clear)}; the other run has the same "
+              f"winner in {len(held)}, its lead over the same runner-up inside run {name}'s "
+              f"interval in {len(inside)}")
+    for c in ranked:
+        if c not in same:
+            print(f"    fastest changed: {'/'.join(map(str, c[2:]))}, {c[1]} thread(s): "
+                  f"{_lead_text(cells_a[c])} -> {_lead_text(cells_b[c])}")
+
+
+def _lead_inside(mine: answer.Cell, other: answer.Cell) -> bool:
+    """The other run's ratio of `mine`'s runner-up to the winner lies in `mine`'s interval."""
+    nxt = mine.runner_up
+    entry = other.entry(nxt.variant)
+    return entry is not None and nxt.low <= entry.ratio <= nxt.high
+
+
+def _lead_text(cell: answer.Cell) -> str:
+    return f"{cell.winner.variant} {cell.lead()}"
 
 
 def _report_host_state(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple]) -> None:

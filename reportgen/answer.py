@@ -3,13 +3,16 @@ frame, never written by hand.
 
 A *board* is one machine, device and thread setting. On it, each *cell* is one case x direction x
 size: the variants whose result passed validation, fastest first, each with its time relative to
-the fastest. The interval of a ratio is the range it takes when both medians move anywhere inside
-their own 95% confidence intervals (conservative: it needs no assumption about how the two
-samples relate). A lead whose interval reaches 1 is a tie, not a win.
+the fastest. The interval of a ratio comes from the rounds (`bench_suite.stats.ratio_interval`):
+the spread of both records' round medians, moderated with the board's typical spread. Intervals
+from the samples alone (both medians anywhere inside their own confidence intervals) were far
+too narrow: in A/A pairs the second run's ratio fell outside them about half the time and a lead
+they called clear changed hands; they remain only for records without rounds to go on. A lead
+whose interval reaches 1 is a tie, not a win.
 
 The comparison against the baseline (SigPy) is a geometric mean per board and case, over the
 same directions and sizes for every variant of that row; its interval is the geometric mean of
-the per-pair bounds, i.e. again every median anywhere inside its own interval.
+the per-pair bounds.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
+from bench_suite import stats
 from bench_suite.formatting import geometric_mean, plural
 from reportgen.numbers import factor, figures_range, ratio_words
 from reportgen.style import DEFAULT, Style
@@ -119,8 +124,35 @@ def _ratio_bounds(num_low: float, num_high: float, den_low: float,
     return num_low / den_high, num_high / den_low
 
 
-def rank_cell(g: pd.DataFrame, style: Style = DEFAULT) -> Cell:
-    """The records of one case, direction and size on one board, ranked."""
+def _round_medians(row) -> list[float]:
+    meds = getattr(row, "round_medians", None)
+    return list(meds) if isinstance(meds, list | tuple) else []
+
+
+def board_noise(g: pd.DataFrame) -> stats.RoundNoise | None:
+    """The typical variance of log round medians over a board's validated records: the prior
+    every ratio interval on that board is moderated with (None without rounds)."""
+    if "round_medians" not in g:
+        return None
+    ok = g[g["status"].isin(RANKED)]
+    return stats.round_noise([[m] for m in meds] for meds in ok["round_medians"]
+                             if isinstance(meds, list))
+
+
+def ratio_bounds(num, den, noise: stats.RoundNoise | None) -> tuple[float, float]:
+    """The interval of `num.median / den.median` (two rows of one board): from their rounds
+    where they have them, else both medians anywhere in their confidence intervals."""
+    iv = stats.ratio_interval(num.median / den.median, _round_medians(num), _round_medians(den),
+                              noise)
+    if iv is not None:
+        return iv
+    return _ratio_bounds(num.ci_low, num.ci_high, den.ci_low, den.ci_high)
+
+
+def rank_cell(g: pd.DataFrame, style: Style = DEFAULT,
+              noise: stats.RoundNoise | None = None) -> Cell:
+    """The records of one case, direction and size on one board, ranked; `noise` is the
+    board's (`board_noise`)."""
     first = g.iloc[0]
     good = g[g["status"].isin(RANKED) & (g["median"] > 0)].sort_values(
         ["median", "variant"])
@@ -131,7 +163,7 @@ def rank_cell(g: pd.DataFrame, style: Style = DEFAULT) -> Cell:
             if r.variant == best.variant:
                 low = high = 1.0
             else:
-                low, high = _ratio_bounds(r.ci_low, r.ci_high, best.ci_low, best.ci_high)
+                low, high = ratio_bounds(r, best, noise)
             ranked.append(Entry(str(r.variant), float(r.median), float(r.median / best.median),
                                 low, high, float(r.q1), float(r.q3)))
     left_out = [(str(r.variant), str(r.status)) for r in g.itertuples(index=False)
@@ -143,6 +175,12 @@ def rank_cell(g: pd.DataFrame, style: Style = DEFAULT) -> Cell:
 
 COLUMNS = ["machine", "device", "num_threads", "case", "direction", "size_label", "variant",
            "status", "median", "ci_low", "ci_high", "q1", "q3"]
+ROUNDS = "round_medians"  # used where the frame has it (every loaded run's frame does)
+
+
+def _needed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame's columns the answer uses (its other columns, raw samples, are not needed)."""
+    return frame[[c for c in (*COLUMNS, ROUNDS) if c in frame]]
 
 
 def boards(frame: pd.DataFrame, style: Style = DEFAULT) -> list[Board]:
@@ -150,11 +188,12 @@ def boards(frame: pd.DataFrame, style: Style = DEFAULT) -> list[Board]:
     out = []
     if frame.empty:
         return out
-    frame = frame[COLUMNS]  # the tidy frame's other columns (raw samples) are not needed
+    frame = _needed(frame)
     keys = ["machine", "device", "num_threads"]
     for (machine, device, threads), g in frame.groupby(keys, sort=False):
-        cells = [rank_cell(c, style) for _, c in g.groupby(["case", "direction", "size_label"],
-                                                           sort=False)]
+        noise = board_noise(g)
+        cells = [rank_cell(c, style, noise)
+                 for _, c in g.groupby(["case", "direction", "size_label"], sort=False)]
         cells.sort(key=lambda c: (style.rank("case", c.case), style.rank("direction", c.direction),
                                   style.rank("size", c.size_label)))
         out.append(Board(str(machine), str(device), int(threads), cells))
@@ -266,32 +305,31 @@ def versus_baseline(frame: pd.DataFrame, style: Style = DEFAULT,
     faster) over the directions and sizes where both passed validation; (variants, rows)."""
     if frame.empty or not (frame["variant"] == baseline).any():
         return [], []
-    frame = frame[[c for c in COLUMNS if c in frame]]
+    frame = _needed(frame)
     ok = frame[(frame["status"] == "ok") & (frame["median"] > 0)]
     variants = style.order("variant", set(ok["variant"]) - {baseline})
+    noise = {key: board_noise(g) for key, g in frame.groupby(
+        ["machine", "device", "num_threads"], sort=False)}
     rows = []
     for (machine, device, threads, case), g in ok.groupby(
             ["machine", "device", "num_threads", "case"], sort=False):
-        wide = {col: g.pivot_table(index=["direction", "size_label"], columns="variant",
-                                   values=col) for col in ("median", "ci_low", "ci_high")}
-        if baseline not in wide["median"]:
+        by_variant: dict[str, dict[tuple, Any]] = {}
+        for r in g.itertuples(index=False):
+            by_variant.setdefault(str(r.variant), {})[(r.direction, r.size_label)] = r
+        base = by_variant.get(baseline)
+        if not base:
             continue
-        n = int(wide["median"][baseline].notna().sum())
+        n = len(base)
         cells: dict[str, Versus | None] = {}
         for v in variants:
-            if v not in wide["median"]:
+            pairs = [(base[k], r) for k, r in by_variant.get(v, {}).items() if k in base]
+            if not pairs:
                 cells[v] = None
                 continue
-            both = wide["median"][[baseline, v]].dropna().index
-            if both.empty:
-                cells[v] = None
-                continue
-
-            med, low, high = (wide[k].loc[both] for k in ("median", "ci_low", "ci_high"))
-            cells[v] = Versus(geometric_mean(med[baseline] / med[v]),
-                              geometric_mean(low[baseline] / high[v]),
-                              geometric_mean(high[baseline] / low[v]),
-                              len(both))
+            bounds = [ratio_bounds(b, r, noise[(machine, device, threads)]) for b, r in pairs]
+            cells[v] = Versus(geometric_mean([b.median / r.median for b, r in pairs]),
+                              geometric_mean([lo for lo, _ in bounds]),
+                              geometric_mean([hi for _, hi in bounds]), len(pairs))
         if any(cells.values()):
             rows.append(VersusRow(str(machine), str(device), int(threads), str(case), n, cells))
     rows.sort(key=lambda r: (style.rank("device", r.device), r.machine, r.num_threads,

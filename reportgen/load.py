@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench_suite import stats
@@ -42,6 +43,7 @@ from bench_suite.results import (
     run_date,
     run_dirs,
 )
+from bench_suite.runner import PAGE_FAULTS_KEY
 from reportgen import campaigns
 from reportgen.style import Style
 
@@ -53,7 +55,7 @@ COLUMNS = [
     "number_per_run", "peak_mem_bytes", "peak_mem_delta_bytes", "peak_mem_note", "rel_error",
     "tolerance", "reference", "instructions", "warnings", "notes", "started_at", "finished_at",
     "git_sha", "git_dirty", "partial", "ladder_name", "ladder", "points_per_second",
-    "setup_seconds", "first_call_seconds", "times",
+    "setup_seconds", "first_call_seconds", "page_faults_per_call", "round_medians", "times",
 ]
 ARCHIVE, LATEST_COPY, NAMED = "archive", "latest", "named"
 ACCURACY = "accuracy"  # metadata.settings.study of an accuracy study
@@ -293,6 +295,14 @@ def _quartiles(times: Sequence[float]) -> tuple[float, float]:
     return stats.quartiles(times)
 
 
+def _page_faults(rec: Record) -> float | None:
+    """The median over rounds of the minor page faults per timed call (CPU worker rounds only;
+    None for GPU records and runs older than the count)."""
+    per_round = (rec.extra or {}).get(PAGE_FAULTS_KEY)
+    values = [float(v) for v in per_round or [] if isinstance(v, int | float)]
+    return float(np.median(values)) if values else None
+
+
 def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame:
     """The tidy frame: one row per record, run metadata repeated on each row."""
     rows = []
@@ -324,12 +334,14 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
                 "ladder_name": str((r.extra or {}).get("ladder_name") or ""),
                 "ladder": json.dumps(ladder, sort_keys=True) if ladder else "",
                 **{k: metrics.get(k) for k in EXTRA_METRICS},
+                "page_faults_per_call": _page_faults(r),
+                "round_medians": stats.round_medians(r.rounds),
                 "times": list(r.times),
             })
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for col in ("median", "q1", "q3", "iqr", "mean", "ci_low", "ci_high", "rel_error",
                 "tolerance", "peak_mem_bytes", "peak_mem_delta_bytes", "instructions",
-                "problem_size", "num_points", *EXTRA_METRICS):
+                "problem_size", "num_points", "page_faults_per_call", *EXTRA_METRICS):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     for col in ("num_threads", "num_runs", "number_per_run", "coils"):
         frame[col] = frame[col].astype(int)
@@ -339,6 +351,7 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
 def to_csv(frame: pd.DataFrame, path: Path) -> None:
     """All records as CSV; raw times as a JSON list so every statistic can be recomputed."""
     out = frame.copy()
-    out["times"] = [json.dumps(t) for t in out["times"]]
+    for col in ("round_medians", "times"):
+        out[col] = [json.dumps(t) for t in out[col]]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     out.to_csv(path, index=False)

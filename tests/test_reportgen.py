@@ -96,6 +96,27 @@ def test_frame_has_tidy_columns_and_statistics_from_raw_times(tmp_path):
     assert row["ci_low"] <= row["median"] <= row["ci_high"]
 
 
+def test_frame_keeps_round_medians_and_the_median_page_faults_per_call(tmp_path):
+    from bench_suite import results, runner
+
+    writer = results.RunWriter.create(tmp_path, {"git_sha": "eeeeeee"})
+    rounds = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]
+    for variant, faults in (("a", [3.0, 100.0, 5.0]), ("b", None)):
+        rec = results.Record(case="c", direction="forward", size_label="small", variant=variant,
+                             device="cpu", num_threads=1, machine="m", status="ok",
+                             problem_size=1, grid=[1], rounds=rounds,
+                             times=[t for r in rounds for t in r])
+        if faults:
+            rec.extra[runner.PAGE_FAULTS_KEY] = faults
+        runner.fill_summary(rec)
+        writer.add(rec)
+    writer.finish(results.now_iso(), update_latest=False)
+    frame = load_library(tmp_path).frame.set_index("variant")
+    assert frame.loc["a", "round_medians"] == [2.0, 5.0, 8.0]
+    assert frame.loc["a", "page_faults_per_call"] == 5.0
+    assert math.isnan(frame.loc["b", "page_faults_per_call"])
+
+
 # ----------------------------------------------------------------------------- tables
 
 
@@ -265,6 +286,8 @@ def test_full_run_with_gpu_from_another_machine(tmp_path):
         rows = list(csv.DictReader(f))
     assert len(rows) == 228 + 228 + 114
     assert json.loads(rows[0]["times"])  # raw samples kept in the download
+    assert json.loads(rows[0]["round_medians"])  # and each round's median, for the intervals
+    assert "page_faults_per_call" in rows[0]
 
 
 def test_cpu_only_run_says_no_gpu_run_yet(tmp_path):

@@ -45,6 +45,7 @@ def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility
     assert "within +-5 % by thread count: 1 thread(s) 100% of 40" in out
     assert "other statistics of the same samples: 10th percentile 100%, minimum 100%" in out
     assert "injected slowdowns detected: 5 of 5" in out and "PASS: no false significant" in out
+    assert "the same fastest library in both runs in 1 of 1 cells" in out
     assert reproducibility.main(["--runs", str(a), str(b), "--first-rounds", "1"]) == 0
     assert "analysing the first 1 round(s)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
@@ -84,3 +85,19 @@ def test_host_state_of_one_run_is_reported_without_the_other(tmp_path, reproduci
     line = next(s for s in out.splitlines() if "quiet-round medians over the other" in s)
     assert "(median of 12 records)" in line
     assert 0.95 < float(line.split("medians: ")[1].split("x")[0]) < 1.05
+
+
+def test_a_fastest_library_that_changes_between_runs_is_named(tmp_path, reproducibility, capsys):
+    """Two variants 5 % apart whose order swaps between the runs: the cell is listed, and a lead
+    that run A called clear is not confirmed by run B."""
+    rng = np.random.default_rng(8)
+    a = synthetic_run(rng, np.array([1.00e-3, 1.05e-3]), drift_sd=0.0, round_sd=0.001)
+    b = synthetic_run(rng, np.array([1.05e-3, 1.00e-3]), drift_sd=0.0, round_sd=0.001)
+    reproducibility.main(["--runs", str(store(tmp_path, "a", a)), str(store(tmp_path, "b", b)),
+                          "--tries", "1"])
+    out = capsys.readouterr().out
+    assert "the same fastest library in both runs in 0 of 1 cells" in out
+    assert "leads run A calls clear: 1; the other run has the same winner in 0" in out
+    changed = next(line for line in out.splitlines() if "fastest changed" in line)
+    assert changed.startswith("    fastest changed: c/forward/small, 1 thread(s): v0 ")
+    assert "ahead of v1" in changed and changed.split(" -> ")[1].startswith("v1 ")

@@ -113,3 +113,26 @@ def test_a_lead_inside_the_noise_is_a_tie():
     assert cell.lead().startswith("tied with b")
     assert cell.left_out == [("d", "mismatch")]  # never ranked, however fast
     assert math.isclose(cell.entry("c").ratio, 3.0)
+
+
+def test_a_lead_clear_in_the_samples_but_not_across_rounds_is_a_tie():
+    """Tight sample CIs (one process) but round medians that swap places: the rounds decide,
+    so the lead is a tie; with rounds that agree, the same lead is clear."""
+    import pandas as pd
+
+    def row(variant, median, rounds):
+        return {"machine": "m", "device": "cpu", "num_threads": 1, "case": "c",
+                "direction": "f", "size_label": "s", "status": "ok", "variant": variant,
+                "median": median, "ci_low": median * 0.99, "ci_high": median * 1.01,
+                "q1": median * 0.99, "q3": median * 1.01, "round_medians": rounds}
+
+    swapping = pd.DataFrame([row("a", 1.0, [0.8, 1.0, 1.25]), row("b", 1.1, [1.3, 1.1, 0.9])])
+    (cell,) = answer.boards(swapping)[0].cells
+    assert cell.winner.variant == "a" and not cell.clear
+    assert cell.runner_up.low < 1.0 < cell.runner_up.high
+    steady = pd.DataFrame([row("a", 1.0, [0.99, 1.0, 1.01]), row("b", 1.1, [1.09, 1.1, 1.11])])
+    (cell,) = answer.boards(steady)[0].cells
+    assert cell.clear and 1.0 < cell.runner_up.low < 1.1 < cell.runner_up.high < 1.2
+    # the baseline comparison takes the same intervals
+    _, (versus,) = answer.versus_baseline(swapping.replace({"variant": {"b": "sigpy"}}))
+    assert versus.cells["a"].low < 1.0 < versus.cells["a"].high

@@ -139,3 +139,30 @@ def test_mann_whitney_hand_value_and_behaviour():
     assert stats.mann_whitney(old, rng.permutation(old)) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="both sides"):
         stats.mann_whitney([], [1.0])
+
+
+def test_ratio_interval_hand_value_and_none_without_a_variance():
+    # logs 0, ln 2 and 0, 0: ss = ln(2)^2 / 2, df = 2, se = sqrt(ss / 2 * (1/2 + 1/2))
+    low, high = stats.ratio_interval(2.0, [1.0, 2.0], [1.0, 1.0])
+    half = 4.302653 * np.log(2) / 2  # t(0.975, 2 df) * se
+    assert np.isclose(low, 2.0 * np.exp(-half), rtol=1e-5)
+    assert np.isclose(high, 2.0 * np.exp(half), rtol=1e-5)
+    assert stats.ratio_interval(2.0, [1.0], [0.5]) is None  # one round a side, no prior
+    noise = stats.RoundNoise(variance=0.01, df=10.0)
+    low, high = stats.ratio_interval(2.0, [1.0], [0.5], noise)
+    assert low < 2.0 < high and np.isclose(np.log(high / 2.0), np.log(2.0 / low))
+    assert stats.ratio_interval(0.0, [1.0, 2.0], [1.0, 1.0]) is None
+
+
+@pytest.mark.parametrize("prior", [False, True])
+def test_ratio_interval_covers_the_true_ratio_95_percent_of_the_time(prior):
+    rng = np.random.default_rng(11)
+    sd, truth, hits, tries = 0.1, 1.5, 0, 2000
+    noise = stats.RoundNoise(variance=sd**2, df=10.0) if prior else None
+    for _ in range(tries):
+        num = truth * np.exp(rng.normal(0, sd, 3))
+        den = np.exp(rng.normal(0, sd, 3))
+        ratio = float(np.exp(np.log(num).mean() - np.log(den).mean()))
+        low, high = stats.ratio_interval(ratio, num, den, noise)
+        hits += low <= truth <= high
+    assert 0.93 <= hits / tries <= 0.97
