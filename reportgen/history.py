@@ -29,7 +29,7 @@ from bench_suite.analysis import (  # noqa: E402
     Row,
     compare_records,
 )
-from bench_suite.compare import HEADERS, row_cells  # noqa: E402
+from bench_suite.compare import HEADERS, environment_changes, row_cells  # noqa: E402
 from bench_suite.formatting import md_escape, slug, time_unit  # noqa: E402
 from bench_suite.results import Record  # noqa: E402
 from reportgen.charts import save  # noqa: E402
@@ -65,6 +65,7 @@ class Group:
     change_verdicts: list[str] = field(default_factory=list)
     unchanged: int = 0
     geomean: GeoMean | None = None
+    environment: list[str] = field(default_factory=list)  # worker settings the two differ in
 
     def records(self, run: Run) -> list[Record]:
         return [r for r in run.records if r.machine == self.machine and r.device == self.device]
@@ -127,7 +128,8 @@ def series(group: Group, threshold: float, alpha: float) -> dict[SeriesKey, list
 
 
 def latest_changes(group: Group, threshold: float, alpha: float) -> None:
-    """Fill the group's table: the latest run against the previous run of the same group."""
+    """Fill the group's table: the latest run against the previous run of the same group, and
+    the worker settings they differ in (those move times with no change to any library)."""
     if len(group.runs) < 2:
         return
     rows, geomeans = compare_records(group.records(group.runs[-2]),
@@ -137,6 +139,7 @@ def latest_changes(group: Group, threshold: float, alpha: float) -> None:
     group.change_verdicts = [r.verdict for r in changed]
     group.unchanged = len(rows) - len(changed)
     group.geomean = geomeans[0] if geomeans else None
+    group.environment = environment_changes(group.runs[-2].meta, group.runs[-1].meta)
 
 
 # ----------------------------------------------------------------------------- charts

@@ -43,10 +43,13 @@ def record(variant: str, median: float, seed: int, *, case: str = "nufft2d",
                   problem_size=4096, grid=[64, 64], times=times, num_runs=len(times))
 
 
-def write_run(results_dir: Path, day: int, records: list[Record], finish: bool = True) -> Path:
+def write_run(results_dir: Path, day: int, records: list[Record], finish: bool = True,
+              worker_environment: dict[str, str] | None = None) -> Path:
     date = dt.date(2025, 3, day)
-    writer = RunWriter.create(results_dir, {"git_sha": f"{day:02d}cafe0000",
-                                            "started_at": f"{date}T12:00:00+00:00"}, date=date)
+    meta = {"git_sha": f"{day:02d}cafe0000", "started_at": f"{date}T12:00:00+00:00"}
+    if worker_environment is not None:
+        meta["worker_environment"] = worker_environment
+    writer = RunWriter.create(results_dir, meta, date=date)
     for r in records:
         writer.add(r)
     if finish:
@@ -106,6 +109,21 @@ def test_two_runs_mark_the_slowdown(tmp_path):
     assert len(changed) == 1 and "torchlinops" in changed[0] and "**slower**" in changed[0]
     assert "2 other measurement(s) show no significant change" in text
     assert f"assets/{asset_name('box-2c', 'cpu', 'nufft2d')}" in text
+
+
+def test_latest_changes_warn_when_the_worker_settings_differ(tmp_path):
+    res, docs = tmp_path / "results", tmp_path / "docs"
+    steady = {"OMP_NUM_THREADS": "1", "MALLOC_TRIM_THRESHOLD_": "1099511627776"}
+    write_run(res, 1, [record("sigpy", 1e-3, 1)], worker_environment={"OMP_NUM_THREADS": "1"})
+    write_run(res, 2, [record("sigpy", 1e-3, 2)], worker_environment=steady)
+    write_history_page(res, docs)
+    text = page_text(docs)
+    assert "worker processes were set up differently" in text
+    assert "`MALLOC_TRIM_THRESHOLD_: unset -> 1099511627776`" in text
+    assert "OMP_NUM_THREADS:" not in text  # the same in both: not listed
+    write_run(res, 3, [record("sigpy", 1e-3, 3)], worker_environment=steady)
+    write_history_page(res, docs)
+    assert "set up differently" not in page_text(docs)  # only the latest pair is judged
 
 
 def test_many_runs_markers_where_expected(tmp_path):
