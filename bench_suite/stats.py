@@ -197,6 +197,33 @@ def round_shift_p(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Se
     return float(2 * stdtr(df, -t))
 
 
+def round_noise_of_medians(per_record: Iterable[Sequence[float]]) -> RoundNoise | None:
+    """`round_noise` from each record's round medians alone (what the report's frame keeps)."""
+    return round_noise([[m] for m in meds] for meds in per_record)
+
+
+def _log_t_half_width(samples: Sequence[np.ndarray], noise: RoundNoise | None,
+                      level: float) -> float | None:
+    """Half-width, in log units, of the Student-t interval of the sum of the groups' mean log
+    values (their difference, for a ratio: the sign does not change the width); each group's
+    variance pooled with `noise` as extra degrees of freedom. None without any."""
+    from scipy.special import stdtrit
+
+    ss = float(sum(np.sum((x - x.mean()) ** 2) for x in samples))
+    df = sum(x.size for x in samples) - len(samples)
+    if noise is not None:
+        ss += noise.df * noise.variance
+        df += noise.df
+    if df <= 0:
+        return None
+    return float(stdtrit(df, 0.5 + level / 2)) * math.sqrt(
+        ss / df * sum(1 / x.size for x in samples))
+
+
+def _positive_logs(values: Sequence[float]) -> np.ndarray:
+    return np.log([v for v in values if v > 0])
+
+
 def ratio_interval(ratio: float, num_medians: Sequence[float], den_medians: Sequence[float],
                    noise: RoundNoise | None = None,
                    level: float = CI_LEVEL) -> tuple[float, float] | None:
@@ -212,21 +239,25 @@ def ratio_interval(ratio: float, num_medians: Sequence[float], den_medians: Sequ
     treated as independent (conservative: rounds of one group share some of the host's state).
     None when there is nothing to estimate a variance from (one round a side, no `noise`).
     """
-    from scipy.special import stdtrit
-
-    a = np.log([m for m in num_medians if m > 0])
-    b = np.log([m for m in den_medians if m > 0])
+    a, b = _positive_logs(num_medians), _positive_logs(den_medians)
     if a.size == 0 or b.size == 0 or not ratio > 0:
         return None
-    ss = float(np.sum((a - a.mean()) ** 2) + np.sum((b - b.mean()) ** 2))
-    df = a.size + b.size - 2
-    if noise is not None:
-        ss += noise.df * noise.variance
-        df += noise.df
-    if df <= 0:
+    half = _log_t_half_width([a, b], noise, level)
+    return None if half is None else (ratio * math.exp(-half), ratio * math.exp(half))
+
+
+def median_interval(median_: float, round_medians_: Sequence[float],
+                    noise: RoundNoise | None = None,
+                    level: float = CI_LEVEL) -> tuple[float, float] | None:
+    """The `level` interval of a record's median from the spread of its round medians,
+    moderated with `noise` as in `ratio_interval` and centred on `median_`. The order-statistic
+    CI of the samples (`median_ci`) only says how well one process at one moment was measured;
+    this one says where another run's median is likely to land. None as `ratio_interval`."""
+    logs = _positive_logs(round_medians_)
+    if logs.size == 0 or not median_ > 0:
         return None
-    half = float(stdtrit(df, 0.5 + level / 2)) * math.sqrt(ss / df * (1 / a.size + 1 / b.size))
-    return ratio * math.exp(-half), ratio * math.exp(half)
+    half = _log_t_half_width([logs], noise, level)
+    return None if half is None else (median_ * math.exp(-half), median_ * math.exp(half))
 
 
 def significant_figures(times: Sequence[float]) -> int:

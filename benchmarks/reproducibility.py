@@ -114,6 +114,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
 
     print(f"  within +-5 %, other statistics of the same samples: 10th percentile "
           f"{agree(lambda t: np.percentile(t, 10)):.0%}, minimum {agree(np.min):.0%}")
+    _report_intervals(a, b, keys)
     _report_host_state(a, b, keys)
     _report_answers(a, b, keys)
     worst = keys[int(np.argmax(dev))]
@@ -152,6 +153,24 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     for text, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {text}")
     return all(ok for _, ok in checks)
+
+
+def _report_intervals(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple]) -> None:
+    """How often the other run's median lands inside a record's 95 % interval: the samples'
+    order-statistic CI against the one from the rounds that the report shows."""
+    for name, mine, other in (("A", a, b), ("B", b, a)):
+        inside = {"samples": 0, "rounds": 0}
+        for stratum in {(mine[k].machine, mine[k].device, mine[k].num_threads) for k in keys}:
+            ks = [k for k in keys
+                  if (mine[k].machine, mine[k].device, mine[k].num_threads) == stratum]
+            noise = stats.round_noise_of_medians(stats.round_medians(mine[k].rounds) for k in ks)
+            for k in ks:
+                rec, m = mine[k], other[k].median
+                inside["samples"] += rec.ci_low <= m <= rec.ci_high
+                iv = stats.median_interval(rec.median, stats.round_medians(rec.rounds), noise)
+                inside["rounds"] += iv is not None and iv[0] <= m <= iv[1]
+        print(f"  the other run's median inside run {name}'s 95 % intervals: from the samples "
+              f"{inside['samples']} of {len(keys)}, from the rounds {inside['rounds']}")
 
 
 def _answer_boards(run: dict[tuple, Record], keys: list[tuple]) -> dict[tuple, answer.Cell]:

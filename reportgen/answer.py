@@ -135,8 +135,7 @@ def board_noise(g: pd.DataFrame) -> stats.RoundNoise | None:
     if "round_medians" not in g:
         return None
     ok = g[g["status"].isin(RANKED)]
-    return stats.round_noise([[m] for m in meds] for meds in ok["round_medians"]
-                             if isinstance(meds, list))
+    return stats.round_noise_of_medians(m for m in ok["round_medians"] if isinstance(m, list))
 
 
 def ratio_bounds(num, den, noise: stats.RoundNoise | None) -> tuple[float, float]:

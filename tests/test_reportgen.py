@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import build_fixtures as fx  # noqa: E402
 
+from bench_suite import stats  # noqa: E402
 from reportgen import answer, bars, charts, tables  # noqa: E402
 from reportgen.__main__ import main  # noqa: E402
 from reportgen.load import COLUMNS, load_library  # noqa: E402
@@ -115,6 +116,21 @@ def test_frame_keeps_round_medians_and_the_median_page_faults_per_call(tmp_path)
     assert frame.loc["a", "round_medians"] == [2.0, 5.0, 8.0]
     assert frame.loc["a", "page_faults_per_call"] == 5.0
     assert math.isnan(frame.loc["b", "page_faults_per_call"])
+    # the interval comes from the rounds (1.6x apart), far wider than the samples' own CI
+    row = frame.loc["a"]
+    assert row["ci_basis"] == "rounds"
+    assert row["ci_low"] < 2.0 and row["ci_high"] > 8.0
+    assert math.isclose(row["median"] / row["ci_low"], row["ci_high"] / row["median"])
+
+
+def test_records_without_rounds_keep_the_samples_interval(tmp_path):
+    fx.single_size_run(tmp_path)
+    frame = load_library(tmp_path).frame
+    ok = frame[frame["status"] == "ok"]
+    assert (ok["round_medians"].map(len) <= 1).all()  # a run stored before rounds existed
+    assert set(ok["ci_basis"]) == {"samples"}
+    row = ok.iloc[0]
+    assert (row["ci_low"], row["ci_high"]) == stats.median_ci(row["times"])
 
 
 # ----------------------------------------------------------------------------- tables

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -46,6 +47,9 @@ def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility
     assert "other statistics of the same samples: 10th percentile 100%, minimum 100%" in out
     assert "injected slowdowns detected: 5 of 5" in out and "PASS: no false significant" in out
     assert "the same fastest library in both runs in 1 of 1 cells" in out
+    inside = re.search(r"inside run A's 95 % intervals: from the samples (\d+) of 40, from the "
+                       r"rounds (\d+)", out)
+    assert inside and int(inside[2]) >= 30 and int(inside[2]) > int(inside[1])
     assert reproducibility.main(["--runs", str(a), str(b), "--first-rounds", "1"]) == 0
     assert "analysing the first 1 round(s)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:

@@ -166,3 +166,18 @@ def test_ratio_interval_covers_the_true_ratio_95_percent_of_the_time(prior):
         low, high = stats.ratio_interval(ratio, num, den, noise)
         hits += low <= truth <= high
     assert 0.93 <= hits / tries <= 0.97
+
+
+def test_median_interval_is_centred_on_the_median_and_covers_95_percent():
+    low, high = stats.median_interval(5.0, [2.0, 5.0, 8.0])
+    assert low < 2.0 and high > 8.0 and np.isclose(5.0 / low, high / 5.0)
+    assert stats.median_interval(5.0, [5.0]) is None  # one round, no prior
+    rng = np.random.default_rng(12)
+    sd, hits, tries = 0.1, 0, 2000
+    for _ in range(tries):
+        logs = rng.normal(0, sd, 3)
+        low, high = stats.median_interval(float(np.exp(logs.mean())), np.exp(logs),
+                                          stats.RoundNoise(variance=sd**2, df=10.0))
+        hits += low <= 1.0 <= high
+    # a fixed prior variance makes Student's t a little conservative (97 % here)
+    assert 0.93 <= hits / tries <= 0.98
