@@ -8,6 +8,11 @@ as a real slowdown would scale them) must be found.
     python benchmarks/reproducibility.py                       # two quick runs, then the report
     python benchmarks/reproducibility.py --case nufft2d,interp2d --size small,medium --preset full
     python benchmarks/reproducibility.py --runs RUN_A RUN_B    # analyse two existing runs
+    python benchmarks/reproducibility.py --split RUN           # a run's even against odd rounds
+
+It also says how often the other run's median lands inside each record's 95 % interval, and
+whether the site's answer (the fastest library per case, its lead and whether that lead is
+clear) holds in the other run.
 
 Targets (issue "Numbers that reproduce"): >= 95 % of records within +-5 %, no significant verdict
 at the default threshold and alpha, an injected 10 % slowdown detected in >= 9 of 10 tries.
@@ -72,16 +77,38 @@ def ok_records(run_dir: Path, first_rounds: int | None = None) -> dict[tuple, Re
 
 def first_rounds_of(rec: Record, k: int) -> Record:
     """The record as if only its first `k` rounds had been measured."""
-    rounds = [list(r) for r in rec.rounds[:k]]
+    return rounds_of(rec, list(range(min(k, len(rec.rounds)))))
+
+
+def rounds_of(rec: Record, keep: list[int]) -> Record:
+    """The record as if only its rounds `keep` (indices) had been measured; the host-state
+    readings of those rounds stay aligned with them."""
+    rounds = [list(rec.rounds[i]) for i in keep]
     extra = dict(rec.extra)
     state = extra.get(hoststate.EXTRA_KEY)
-    if isinstance(state, dict):  # the state of the rounds kept, still aligned with them
-        extra[hoststate.EXTRA_KEY] = {key: (v[:k] if isinstance(v, list) else v)
-                                      for key, v in state.items()}
+    if isinstance(state, dict):
+        extra[hoststate.EXTRA_KEY] = {
+            key: ([v[i] for i in keep] if isinstance(v, list) and len(v) == len(rec.rounds)
+                  else v) for key, v in state.items()}
     out = dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r],
                               extra=extra)
     runner.fill_summary(out)
     return out
+
+
+def split_run(run_dir: Path) -> tuple[dict[tuple, Record], dict[tuple, Record]]:
+    """One run's even and odd rounds as two runs: an A/A pair measured interleaved, round by
+    round, in one sitting (what comparing two builds round by round would see)."""
+    records = ok_records(run_dir)
+    short = [r for r in records.values() if len(r.rounds) < 2]
+    if short:
+        sys.exit(f"reproducibility: --split needs at least 2 rounds per record; {short[0].name()} "
+                 f"has {len(short[0].rounds)}")
+    halves = ([list(range(parity, len(r.rounds), 2)) for r in records.values()]
+              for parity in (0, 1))
+    return tuple({k: analysis.with_statistics(rounds_of(r, keep))
+                  for (k, r), keep in zip(records.items(), half, strict=True)}
+                 for half in halves)
 
 
 def with_slowdown(rec: Record, factor: float) -> Record:
@@ -296,6 +323,9 @@ def _quiet_median(rec: Record) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", nargs=2, metavar="RUN", help="analyse two existing run directories")
+    p.add_argument("--split", metavar="RUN",
+                   help="analyse one existing run's even rounds against its odd rounds (an A/A "
+                        "pair interleaved round by round)")
     p.add_argument("--preset", default="quick")
     p.add_argument("--case")
     p.add_argument("--size")
@@ -322,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--{flag.replace('_', '-')} must be at least 1")
 
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    if args.split:
+        print(f"{args.split}: even rounds (A) against odd rounds (B)")
+        return 0 if report(*split_run(Path(args.split)), args) else 1
     if args.runs:
         run_a, run_b = (Path(r) for r in args.runs)
     else:

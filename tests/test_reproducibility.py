@@ -105,3 +105,24 @@ def test_a_fastest_library_that_changes_between_runs_is_named(tmp_path, reproduc
     changed = next(line for line in out.splitlines() if "fastest changed" in line)
     assert changed.startswith("    fastest changed: c/forward/small, 1 thread(s): v0 ")
     assert "ahead of v1" in changed and changed.split(" -> ")[1].startswith("v1 ")
+
+
+def test_split_analyses_one_runs_even_rounds_against_its_odd_ones(tmp_path, reproducibility,
+                                                                   capsys):
+    rng = np.random.default_rng(9)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
+    records = synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.002)
+    for rec in records:  # rounds 1 and 3 (B) 20 % slower than rounds 0 and 2 (A)
+        rec.rounds = [[t * (1.2 if i % 2 else 1.0) for t in r] for i, r in enumerate(
+            rec.rounds + [list(rec.rounds[0])])]
+        rec.times = [t for r in rec.rounds for t in r]
+    run = store(tmp_path, "run", records)
+    assert reproducibility.main(["--split", str(run), "--tries", "2"]) == 1
+    out = capsys.readouterr().out
+    assert ": even rounds (A) against odd rounds (B)" in out
+    assert "run-wide shift (median of the ratios): 1.2" in out
+    (one,) = synthetic_run(rng, truth[:1], 0.0, 0.0)
+    one.rounds = [one.times]
+    with pytest.raises(SystemExit) as exit_info:
+        reproducibility.main(["--split", str(store(tmp_path, "short", [one]))])
+    assert "--split needs at least 2 rounds per record" in str(exit_info.value.code)
