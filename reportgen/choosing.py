@@ -36,8 +36,8 @@ CSV_COLUMNS = [
     "run_id", "machine", "device", "num_threads", "case", "direction", "size_label",
     "problem_size", "grid", "num_points", "sampling", "coils", "variant", "setting",
     "ladder_name", "ladder", "status", "reason", "rel_error", "tolerance", "reference", "median",
-    "q1", "q3", "iqr", "ci_low", "ci_high", "ci_basis", "num_runs", "points_per_second", "setup_seconds",
-    "first_call_seconds", "library_front", "overall_front", "times",
+    "q1", "q3", "iqr", "ci_low", "ci_high", "ci_basis", "num_runs", "points_per_second",
+    "setup_seconds", "first_call_seconds", "library_front", "overall_front", "times",
 ]
 
 

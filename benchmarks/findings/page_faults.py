@@ -15,6 +15,9 @@ the processes, torchlinops' faults per call, its median time, and its median tim
 (the ratio cancels the host's speed state, which moves both).
 
     python benchmarks/findings/page_faults.py --case interp2d --processes 8
+    # the 4.7 GB of fresh memory a large 3D call faults in:
+    python benchmarks/findings/page_faults.py --case interp3d --size large \
+        --settings steady,no-mmap --processes 2 --pairs 3
 """
 
 from __future__ import annotations
@@ -26,7 +29,11 @@ import statistics
 import subprocess
 import sys
 
-SETTINGS = ("library", "steady")
+SETTINGS = ("library", "steady", "no-mmap")
+# Not a setting of the suite: `steady` with glibc's mmap turned off, so that even allocations
+# above 32 MiB come from the heap and are reused (what a library that kept its large buffers
+# between calls would get; glibc refuses an mmap threshold above 32 MiB).
+NO_MMAP_ENV = {"MALLOC_MMAP_MAX_": "0"}
 
 
 def child(case_id: str, size: str, direction: str, variant: str, pairs: int) -> None:
@@ -64,7 +71,9 @@ def child(case_id: str, size: str, direction: str, variant: str, pairs: int) -> 
 def run_process(setting: str, args: argparse.Namespace) -> dict:
     from bench_suite import worker
 
-    env = worker.worker_env(1, 0, extra=worker.malloc_env(setting))
+    extra = (worker.malloc_env("steady") | NO_MMAP_ENV if setting == "no-mmap"
+             else worker.malloc_env(setting))
+    env = worker.worker_env(1, 0, extra=extra)
     cmd = [sys.executable, __file__, "--child", "--case", args.case, "--size", args.size,
            "--direction", args.direction, "--variant", args.variant, "--pairs", str(args.pairs)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -85,6 +94,8 @@ def main() -> None:
     p.add_argument("--variant", default="torchlinops")
     p.add_argument("--pairs", type=int, default=300)
     p.add_argument("--processes", type=int, default=8, help="per setting")
+    p.add_argument("--settings", default="library,steady",
+                   help=f"comma-separated, of {', '.join(SETTINGS)}")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -96,15 +107,20 @@ def main() -> None:
     libs = ", ".join(f"{name} {version(name)}" for name in ("torch", "torch-named-linops", "sigpy"))
     print(f"{libs}, glibc {platform.libc_ver()[1]}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
-    results: dict[str, list[dict]] = {s: [] for s in SETTINGS}
+    settings = [s.strip() for s in args.settings.split(",") if s.strip()]
+    unknown = [s for s in settings if s not in SETTINGS]
+    if unknown or not settings:
+        p.error(f"--settings: unknown {', '.join(unknown) or '(none given)'}; "
+                f"choose from {', '.join(SETTINGS)}")
+    results: dict[str, list[dict]] = {s: [] for s in settings}
     for _ in range(args.processes):
-        for setting in SETTINGS:  # alternating, so both settings see the same hours of the host
+        for setting in settings:  # alternating, so both settings see the same hours of the host
             results[setting].append(run_process(setting, args))
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     print(f"{args.case} {args.direction} {args.size}, {args.variant} against sigpy, 1 thread, "
           f"{args.processes} fresh processes per setting, {args.pairs} alternating calls each")
     for setting, rows in results.items():
-        print(f"  --malloc {setting}:")
+        print(f"  {setting if setting == 'no-mmap' else '--malloc ' + setting}:")
         print(f"    {args.variant} page faults per call: "
               + spread([r["faults_per_call"] for r in rows]))
         print(f"    {args.variant} median ms:            "
