@@ -35,7 +35,7 @@ import pandas as pd
 from bench_suite import affinity, analysis, hoststate, runner, stats
 from bench_suite.results import Record, ResultsError, list_runs, load_run
 from bench_suite.store_schema import IDENTITY_FIELDS
-from reportgen import answer
+from reportgen import answer, load
 
 TARGET_WITHIN_5 = 0.95
 TARGET_DETECTIONS = 0.9
@@ -141,9 +141,10 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
 
     print(f"  within +-5 %, other statistics of the same samples: 10th percentile "
           f"{agree(lambda t: np.percentile(t, 10)):.0%}, minimum {agree(np.min):.0%}")
-    _report_intervals(a, b, keys)
+    frames = {"A": site_frame(a, keys), "B": site_frame(b, keys)}
+    _report_intervals(frames, a, b, keys)
     _report_host_state(a, b, keys)
-    _report_answers(a, b, keys)
+    _report_answers(frames)
     worst = keys[int(np.argmax(dev))]
     w_a, w_b = a[worst], b[worst]
     print(f"  worst pair: {w_a.name()}: {w_a.median * 1e6:.1f} us vs "
@@ -182,46 +183,49 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     return all(ok for _, ok in checks)
 
 
-def _report_intervals(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple]) -> None:
-    """How often the other run's median lands inside a record's 95 % interval: the samples'
-    order-statistic CI against the one from the rounds that the report shows."""
-    for name, mine, other in (("A", a, b), ("B", b, a)):
-        inside = {"samples": 0, "rounds": 0}
-        for stratum in {(mine[k].machine, mine[k].device, mine[k].num_threads) for k in keys}:
-            ks = [k for k in keys
-                  if (mine[k].machine, mine[k].device, mine[k].num_threads) == stratum]
-            noise = stats.round_noise_of_medians(stats.round_medians(mine[k].rounds) for k in ks)
-            for k in ks:
-                rec, m = mine[k], other[k].median
-                inside["samples"] += rec.ci_low <= m <= rec.ci_high
-                iv = stats.median_interval(rec.median, stats.round_medians(rec.rounds), noise)
-                inside["rounds"] += iv is not None and iv[0] <= m <= iv[1]
-        print(f"  the other run's median inside run {name}'s 95 % intervals: from the samples "
-              f"{inside['samples']} of {len(keys)}, from the rounds {inside['rounds']}")
-
-
-def _answer_boards(run: dict[tuple, Record], keys: list[tuple]) -> dict[tuple, answer.Cell]:
-    """The site's ranking (reportgen.answer, with its round-aware intervals) of the given
-    records: cell by (device, threads, case, direction, size)."""
+def site_frame(run: dict[tuple, Record], keys: list[tuple]) -> pd.DataFrame:
+    """The records as the report's frame holds them, intervals from the rounds included
+    (`reportgen.load.with_round_intervals`); `samples_low` / `samples_high` keep the samples'
+    own CI beside them. Rows in `keys` order."""
     rows = []
     for k in keys:
         r = run[k]
         q1, q3 = stats.quartiles(r.times)
-        rows.append({"machine": r.machine, "device": r.device, "num_threads": r.num_threads,
-                     "case": r.case, "direction": r.direction, "size_label": r.size_label,
-                     "variant": r.variant, "status": r.status, "median": r.median,
-                     "ci_low": r.ci_low, "ci_high": r.ci_high, "q1": q1, "q3": q3,
+        rows.append({"run_id": "run", "machine": r.machine, "device": r.device,
+                     "num_threads": r.num_threads, "case": r.case, "direction": r.direction,
+                     "size_label": r.size_label, "variant": r.variant, "status": r.status,
+                     "median": r.median, "ci_low": r.ci_low, "ci_high": r.ci_high,
+                     "samples_low": r.ci_low, "samples_high": r.ci_high, "q1": q1, "q3": q3,
                      answer.ROUNDS: stats.round_medians(r.rounds)})
-    frame = pd.DataFrame(rows, columns=[*answer.COLUMNS, answer.ROUNDS])
+    return load.with_round_intervals(pd.DataFrame(rows))
+
+
+def _report_intervals(frames: dict[str, pd.DataFrame], a: dict[tuple, Record],
+                      b: dict[tuple, Record], keys: list[tuple]) -> None:
+    """How often the other run's median lands inside a record's 95 % interval: the samples'
+    order-statistic CI against the one from the rounds that the report shows."""
+    for name, other in (("A", b), ("B", a)):
+        f = frames[name]
+        m = np.array([other[k].median for k in keys])
+        from_samples = int(np.sum((f["samples_low"] <= m) & (m <= f["samples_high"])))
+        from_rounds = int(np.sum((f["ci_basis"] == "rounds") & (f["ci_low"] <= m)
+                                 & (m <= f["ci_high"])))
+        print(f"  the other run's median inside run {name}'s 95 % intervals: from the samples "
+              f"{from_samples} of {len(keys)}, from the rounds {from_rounds}")
+
+
+def _answer_cells(frame: pd.DataFrame) -> dict[tuple, answer.Cell]:
+    """The site's ranking (reportgen.answer) of a run's frame: cell by (device, threads, case,
+    direction, size)."""
     return {(b.device, b.num_threads, c.case, c.direction, c.size_label): c
             for b in answer.boards(frame) for c in b.cells}
 
 
-def _report_answers(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple]) -> None:
+def _report_answers(frames: dict[str, pd.DataFrame]) -> None:
     """Does the answer the site leads with reproduce: the same fastest library in each case,
     direction, size and thread count, and a lead called clear in one run that the other run
     confirms? (The medians can move by 20 % while the ranking a reader acts on holds.)"""
-    cells_a, cells_b = _answer_boards(a, keys), _answer_boards(b, keys)
+    cells_a, cells_b = _answer_cells(frames["A"]), _answer_cells(frames["B"])
     ranked = [c for c in cells_a if c in cells_b and cells_a[c].runner_up is not None
               and cells_b[c].runner_up is not None]
     if not ranked:
