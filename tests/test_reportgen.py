@@ -136,6 +136,21 @@ def test_records_without_rounds_keep_the_samples_interval(tmp_path):
 # ----------------------------------------------------------------------------- tables
 
 
+def test_memory_cell_names_many_page_faults_on_the_cpu_only():
+    row = pd.Series({"device": "cpu", "peak_mem_bytes": 3 << 30, "peak_mem_delta_bytes": 2 << 30,
+                     "page_faults_per_call": 1_200_000.0})
+    cell = tables.memory_cell(row)
+    assert cell.startswith("2 GiB<br><small"), cell
+    assert "1.2 M page faults a call</small>" in cell and "kernel maps and zeroes" in cell
+    assert "page faults" not in tables.memory_cell(row.replace(1_200_000.0, 800.0))
+    assert "page faults" not in tables.memory_cell(row.drop("page_faults_per_call"))
+    gpu = row.copy()
+    gpu["device"] = "cuda"
+    assert "page faults" not in tables.memory_cell(gpu)
+
+
+
+
 def _frame(rows: list[dict]) -> pd.DataFrame:
     base = {"machine": "m", "device": "cpu", "num_threads": 1, "direction": "forward",
             "size_label": "small", "status": "ok", "case": "nufft2d"}
