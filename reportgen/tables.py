@@ -138,8 +138,8 @@ def status_cell(row: pd.Series, notes: Notes) -> str:
     return f"**{status}**{reason}"
 
 
-# Page faults a call from which the memory cell names them: at the 1-5 us a fault took on the
-# hosts of Findings §5, 10,000 faults are 10-50 ms of a call spent on fresh memory.
+# Page faults a call from which the memory cell names them: at the 1-3 us a fault took in
+# Findings §5 (large torchlinops calls), 10,000 faults are 10-30 ms of a call spent on fresh memory.
 PAGE_FAULTS_SHOWN = 10_000
 
 
