@@ -326,10 +326,12 @@ def _quiet_median(rec: Record) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", nargs=2, metavar="RUN", help="analyse two existing run directories")
-    p.add_argument("--split", metavar="RUN",
-                   help="analyse one existing run's even rounds against its odd rounds (an A/A "
-                        "pair interleaved round by round)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--runs", nargs=2, metavar="RUN",
+                        help="analyse two existing run directories")
+    source.add_argument("--split", metavar="RUN",
+                        help="analyse one existing run's even rounds against its odd rounds "
+                             "(an A/A pair interleaved round by round)")
     p.add_argument("--preset", default="quick")
     p.add_argument("--case")
     p.add_argument("--size")

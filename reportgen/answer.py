@@ -26,6 +26,7 @@ import pandas as pd
 
 from bench_suite import stats
 from bench_suite.formatting import geometric_mean, plural
+from reportgen.load import board_noise
 from reportgen.numbers import factor, figures_range, ratio_words
 from reportgen.style import DEFAULT, Style
 
@@ -129,15 +130,6 @@ def _round_medians(row) -> list[float]:
     return list(meds) if isinstance(meds, list | tuple) else []
 
 
-def board_noise(g: pd.DataFrame) -> stats.RoundNoise | None:
-    """The typical variance of log round medians over a board's validated records: the prior
-    every ratio interval on that board is moderated with (None without rounds)."""
-    if "round_medians" not in g:
-        return None
-    ok = g[g["status"].isin(RANKED)]
-    return stats.round_noise_of_medians(m for m in ok["round_medians"] if isinstance(m, list))
-
-
 def ratio_bounds(num, den, noise: stats.RoundNoise | None) -> tuple[float, float]:
     """The interval of `num.median / den.median` (two rows of one board): from their rounds
     where they have them, else both medians anywhere in their confidence intervals."""
@@ -151,7 +143,7 @@ def ratio_bounds(num, den, noise: stats.RoundNoise | None) -> tuple[float, float
 def rank_cell(g: pd.DataFrame, style: Style = DEFAULT,
               noise: stats.RoundNoise | None = None) -> Cell:
     """The records of one case, direction and size on one board, ranked; `noise` is the
-    board's (`board_noise`)."""
+    board's (`reportgen.load.board_noise`)."""
     first = g.iloc[0]
     good = g[g["status"].isin(RANKED) & (g["median"] > 0)].sort_values(
         ["median", "variant"])

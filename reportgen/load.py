@@ -348,6 +348,16 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
     return with_round_intervals(frame)
 
 
+def board_noise(rows: pd.DataFrame) -> stats.RoundNoise | None:
+    """The typical variance of log round medians over one board's validated records (a run's
+    machine, device and thread setting): the prior every interval on that board, of a median
+    or of a ratio, is moderated with. None without rounds."""
+    if "round_medians" not in rows:
+        return None
+    ok = rows[rows["status"] == "ok"]
+    return stats.round_noise_of_medians(m for m in ok["round_medians"] if isinstance(m, list))
+
+
 def with_round_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     """Each median's 95 % interval from its rounds (`stats.median_interval`), moderated with
     the typical spread of its run's board (machine, device, threads); `ci_basis` says which
@@ -357,7 +367,7 @@ def with_round_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     frame["ci_basis"] = "samples"
     ok = frame["status"] == "ok"
     for _, board in frame[ok].groupby(["run_id", "machine", "device", "num_threads"], sort=False):
-        noise = stats.round_noise_of_medians(board["round_medians"])
+        noise = board_noise(board)
         for i, row in board.iterrows():
             iv = stats.median_interval(row["median"], row["round_medians"], noise)
             if iv is not None:

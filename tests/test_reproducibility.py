@@ -126,3 +126,7 @@ def test_split_analyses_one_runs_even_rounds_against_its_odd_ones(tmp_path, repr
     with pytest.raises(SystemExit) as exit_info:
         reproducibility.main(["--split", str(store(tmp_path, "short", [one]))])
     assert "--split needs at least 2 rounds per record" in str(exit_info.value.code)
+    with pytest.raises(SystemExit) as exit_info:
+        reproducibility.main(["--split", str(run), "--runs", str(run), str(run)])
+    assert exit_info.value.code == 2  # one source of runs, not two
+    assert "not allowed with argument" in capsys.readouterr().err
