@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench_suite import affinity, run_args
+from bench_suite import affinity, hoststate, run_args
 from bench_suite.cases.base import DEVICES, DIRECTIONS, SIZE_LABELS
 from bench_suite.run_args import UsageError
 from bench_suite.worker import MALLOC_SETTINGS
@@ -252,6 +252,7 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             "max_remeasure": 1 if args.max_remeasure is None
             else args.max_remeasure,
             "worker_env": extra_env, "pin_cpu": args.pin_cpu or "none",
+            "host_state": args.host_state or "read",
             "malloc": None if args.in_process else args.malloc or "steady",
         }
         if study_sel is not None:
@@ -293,7 +294,8 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
     settings = runner.RunSettings(preset=preset, seed=sel["seed"], machine=machine,
                                   metric_instructions=sel.get("metric") == "instructions",
                                   first_call=bool(sel.get("study")),
-                                  pin_cpu=sel.get("pin_cpu", "none"))
+                                  pin_cpu=sel.get("pin_cpu", "none"),
+                                  host_state=sel.get("host_state", "read"))
     orch = _orchestration(args, sel, preset)
     print(f"linop-bench: {len(items)} benchmarks x {orch.rounds} rounds -> {writer.run_dir}",
           file=sys.stderr)
@@ -431,8 +433,15 @@ def _print_summary(writer, summary, latest: str | None = "latest") -> None:
           f"{summary.remeasured_groups} group rounds measured again, {summary.unstable_groups} "
           f"unstable; saved to {writer.run_dir}{f' and {latest}/' if latest else ''}",
           file=sys.stderr)
-    from bench_suite.runner import MEASURE_PHASES
+    from bench_suite.runner import MEASURE_PHASES, WAIT_PHASE
 
+    waited = timing.get(f"{WAIT_PHASE}_seconds")
+    if waited is not None:
+        h = writer.metadata.get("host_state", {})
+        print(f"  waiting for the host's quiet state: {waited:.1f} s ({share(waited)}); "
+              f"{summary.slow_rounds_remeasured} unit rounds read slow were measured again, "
+              f"{summary.slow_rounds_kept} kept slow after {h.get('retries', '?')} tries",
+              file=sys.stderr)
     if summary.remeasure_stopped:
         print(f"  re-measuring stopped: {summary.remeasure_stopped}", file=sys.stderr)
     phases = [(name, timing.get(f"{name}_seconds")) for name in MEASURE_PHASES]
@@ -512,6 +521,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="quietest: pin each 1-thread measurement to the vCPU whose state probe "
                         "reads fastest just before its warm-up (default none: it did not make "
                         "runs agree better here; see methodology)")
+    p.add_argument("--host-state", choices=list(hoststate.MODES), default=None,
+                   help="read (default): read the host's state probe around every round; wait: "
+                        "also wait, before each round's warm-up, until the probe reads quiet "
+                        "(up to 60 s) and measure a round read slow again (up to twice), so a "
+                        "noisy shared host is measured in its fast state only (see methodology)")
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "library"], default=None,
                    help="OMP_WAIT_POLICY of the worker processes (default passive: spinning "
                         "OpenMP threads made every threaded library 2-100x slower with 2 threads "

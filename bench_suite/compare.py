@@ -60,18 +60,22 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
 
 
 def environment_changes(old_meta: RunMetadata, new_meta: RunMetadata) -> list[str]:
-    """The worker-environment variables the two runs set differently ("NAME: old -> new").
+    """What the two runs' measuring processes did differently: the worker-environment variables
+    ("NAME: old -> new") and `--host-state`.
 
     Why: a setting such as `--malloc` or `--omp-wait-policy` moves some libraries' times with no
     change to their code (torchlinops 6-9 % with the allocator held steady), so a reader of a
     verdict must know the runs differ there. Runs measured in-process record none: no note.
     """
+    modes = [m.settings.get("host_state", "read") for m in (old_meta, new_meta)]
+    changes = ([f"host state: {modes[0]} -> {modes[1]} (a `wait` run is measured in the "
+                "host's quiet state only)"] if modes[0] != modes[1] else [])
     old = old_meta.extra.get("worker_environment")
     new = new_meta.extra.get("worker_environment")
     if not isinstance(old, dict) or not isinstance(new, dict):
-        return []
-    return [f"{name}: {old.get(name, 'unset')} -> {new.get(name, 'unset')}"
-            for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
+        return changes
+    return changes + [f"{name}: {old.get(name, 'unset')} -> {new.get(name, 'unset')}"
+                      for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
 
 
 def _no_overlap_message(old_dir: Path, new_dir: Path, old: list[Record],

@@ -13,26 +13,48 @@ The run's *quiet level* is a low percentile of every probe reading of the run; a
 when both of its readings are within QUIET_MARGIN of it. The readings and the flags are stored
 with each record and counted in the run's metadata; they explain a record's spread between
 rounds and let `benchmarks/reproducibility.py` tell the host's share of an A/A disagreement from
-the suite's. They change no published number and no verdict: a quiet-rounds headline and a
-`compare` on rounds of the same state were both tried on an A/A pair and did worse (see the
-methodology, "Host state").
+the suite's. By default they change no published number and no verdict: a quiet-rounds
+headline and a `compare` on rounds of the same state were both tried on an A/A pair and did worse
+(see the methodology, "Host state").
+
+`run --host-state wait` goes further and measures in the quiet state only: the runner reads the
+probe on every vCPU before the run (the calibration) and keeps a quiet level from every reading
+so far; each measuring process waits, before its warm-up, until its vCPU reads quiet (a
+1-thread process pins itself to the first vCPU that does, a threaded one waits for all of
+them), up to MAX_WAIT_S; a round whose readings still say slow is measured again, up to
+STATE_RETRIES times. The rounds set aside keep their samples in the record (`extra.state_wait`).
+What it publishes is then the speed of an undisturbed host, at the price of the waiting.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from bench_suite.affinity import allowed_cpus
 
 PROBE = "random gather of 200,000 float64 values from an 800 KB array, 1 thread"
 PROBE_ARRAY = 100_000  # float64: 800 KB, about one core's L2 cache
 PROBE_INDICES = 200_000
 PROBE_REPEATS = 5  # median of 5: about 1.5 ms a reading here
+# Right after a workload, a probe warmed by one gather read 11 % slower than one after another
+# probe (median of 58 pairs, 2026-12-06); three warm-up gathers bring that to about 3 %.
+PROBE_WARMUP = 3
 QUIET_PERCENTILE = 10.0
 QUIET_MARGIN = 0.15  # the two states are 30 % apart in the probe; the noise within one is ~3 %
 EXTRA_KEY = "host_state"  # in Record.extra: {"probe_s": [[before, after] per round], ...}
+MODES = ("read", "wait")  # `run --host-state`: read the probe around rounds, or also wait
+WAIT_KEY = "state_wait"  # in Record.extra, with `wait`: one entry per round (see wait_for_quiet)
+MAX_WAIT_S = 60.0  # per round; the slow spells seen here lasted 5-30 s, rarely a minute
+POLL_PAUSE_S = 0.05
+STATE_RETRIES = 2  # a round read slow is measured again at most this many times
+CALIBRATION_S = 3.0  # probe readings per vCPU before a `wait` run
 
 _DATA: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -48,13 +70,127 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
 def probe_seconds(repeats: int = PROBE_REPEATS) -> float:
     """Median seconds of one gather (see PROBE); single-threaded whatever the thread limits."""
     values, index = _data()
-    values[index].sum()  # the first touch of freshly allocated pages is not a reading
+    for _ in range(PROBE_WARMUP):  # not readings: fresh pages, or caches another workload filled
+        values[index].sum()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         values[index].sum()
         times.append(time.perf_counter() - t)
     return float(np.median(times))
+
+
+def _pin(cpus: Iterable[int]) -> None:
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, set(cpus))
+
+
+def state_reading(num_threads: int) -> float:
+    """The probe as a round's reading: on this process's vCPU for a 1-thread measurement; for a
+    threaded one, on every vCPU it may use, the slowest reading (a slow spell on any of them
+    slows its threads), the affinity restored afterwards."""
+    cpus = allowed_cpus()
+    if num_threads == 1 or len(cpus) < 2:
+        return probe_seconds()
+    readings = []
+    for cpu in cpus:
+        _pin([cpu])
+        readings.append(probe_seconds())
+    _pin(cpus)
+    return max(readings)
+
+
+def _percentile(values: Sequence[float]) -> float | None:
+    return float(np.percentile(values, QUIET_PERCENTILE)) if len(values) else None
+
+
+def is_quiet(reading: float, level: float) -> bool:
+    return reading <= level * (1.0 + QUIET_MARGIN)
+
+
+# ----------------------------------------------------------------------------- waiting (wait mode)
+
+
+def calibrate(seconds_per_cpu: float = CALIBRATION_S,
+              probe: Callable[[], float] = probe_seconds) -> list[float]:
+    """Probe readings taken back to back on each vCPU this process may use, for the quiet level
+    of a `wait` run (the process's affinity is restored afterwards)."""
+    cpus = allowed_cpus()
+    readings: list[float] = []
+    for cpu in cpus or [None]:
+        if cpu is not None:
+            _pin([cpu])
+        end = time.monotonic() + seconds_per_cpu
+        while time.monotonic() < end:
+            readings.append(probe())
+    if cpus:
+        _pin(cpus)
+    return readings
+
+
+def wait_for_quiet(level: float, num_threads: int, max_wait: float = MAX_WAIT_S, *,
+                   probe: Callable[[], float] = probe_seconds,
+                   cpus: Sequence[int] | None = None,
+                   pin: Callable[[Iterable[int]], None] = _pin,
+                   clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """Wait until this process can be measured in the quiet state, at most `max_wait` seconds.
+
+    A 1-thread process reads each vCPU in turn and stays pinned to the first that reads quiet
+    (the vCPUs change state independently here); a threaded one needs every vCPU quiet and
+    keeps all of them. Returns what the wait found: seconds waited, whether it ended quiet, the
+    vCPU chosen (1 thread) and the number of readings."""
+    cpus = list(allowed_cpus() if cpus is None else cpus)
+    slots: list[int | None] = list(cpus) or [None]
+    started = clock()
+    polls = 0
+    while True:
+        quiet: list[int | None] = []
+        for cpu in slots:
+            if cpu is not None:
+                pin([cpu])
+            polls += 1
+            if is_quiet(probe(), level):
+                quiet.append(cpu)
+                if num_threads == 1:
+                    break
+        waited = round(clock() - started, 3)
+        if num_threads == 1 and quiet:
+            return {"waited_s": waited, "quiet": True, "cpu": quiet[0], "readings": polls}
+        if cpus:
+            pin(cpus)
+        if len(quiet) == len(slots):
+            return {"waited_s": waited, "quiet": True, "readings": polls}
+        if waited >= max_wait:
+            return {"waited_s": waited, "quiet": False, "readings": polls}
+        sleep(POLL_PAUSE_S)
+
+
+@dataclass
+class QuietGate:
+    """The runner's side of `--host-state wait`: the quiet level of the run so far, by the rule
+    that classifies its rounds at the end (`quiet_level`) over the calibration's readings (in
+    consecutive pairs) and both readings of every round, and whether a measured round may stand."""
+
+    pairs: list[list[float]] = field(default_factory=list)
+    retries: int = STATE_RETRIES
+
+    @classmethod
+    def from_calibration(cls, readings: Sequence[float]) -> QuietGate:
+        return cls([list(readings[i:i + 2]) for i in range(0, len(readings) - 1, 2)])
+
+    def level(self) -> float | None:
+        return quiet_level(self.pairs)
+
+    def add(self, rec_extra: dict[str, Any]) -> None:
+        self.pairs.extend(round_readings(rec_extra))
+
+    def accepts(self, rec_extra: dict[str, Any]) -> bool:
+        """True unless the readings of the record's last round say it was measured slow."""
+        level, readings = self.level(), round_readings(rec_extra)
+        if level is None or not readings:
+            return True
+        return classify(readings[-1:], level) == [True]
 
 
 # ----------------------------------------------------------------------------- classification
@@ -71,14 +207,14 @@ def round_readings(rec_extra: dict[str, Any]) -> list[list[float]]:
 def quiet_level(readings: Iterable[Sequence[float]]) -> float | None:
     """The run's quiet level: QUIET_PERCENTILE of the larger reading of every round."""
     worst = [max(r) for r in readings if len(r) and min(r) > 0]
-    return float(np.percentile(worst, QUIET_PERCENTILE)) if worst else None
+    return _percentile(worst)
 
 
 def classify(readings: Sequence[Sequence[float]], level: float | None) -> list[bool] | None:
     """Per round: measured in the quiet state (both readings within QUIET_MARGIN of `level`)."""
     if level is None or not readings:
         return None
-    return [bool(len(r)) and max(r) <= level * (1.0 + QUIET_MARGIN) for r in readings]
+    return [bool(len(r)) and is_quiet(max(r), level) for r in readings]
 
 
 def mark_quiet_rounds(records: Iterable[Any]) -> float | None:

@@ -89,6 +89,8 @@ class RunSummary:
     remeasured_groups: int = 0
     unstable_groups: int = 0
     remeasure_stopped: str | None = None  # why re-measuring was given up, if it was
+    slow_rounds_remeasured: int = 0  # --host-state wait: unit rounds set aside as slow
+    slow_rounds_kept: int = 0  # ... and rounds kept although read slow (retries spent)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # of every measure job
 
     def may_remeasure(self) -> bool:
@@ -187,7 +189,8 @@ def add_round(acc: Record | None, new: Record, round_index: int, position: int,
     if readings:  # aligned with the rounds only when every round was read (see hoststate)
         state = acc.extra.setdefault(hoststate.EXTRA_KEY, {"probe_s": []})
         state["probe_s"] = hoststate.round_readings(acc.extra) + readings
-    for key in (affinity.EXTRA_KEY, runner.PAGE_FAULTS_KEY):  # one entry per round
+    for key in (affinity.EXTRA_KEY, runner.PAGE_FAULTS_KEY,
+                hoststate.WAIT_KEY):  # one entry per round
         if isinstance(new.extra.get(key), list):
             acc.extra[key] = [*acc.extra.get(key, []), *new.extra[key]]
     if (acc.status != "nondeterministic" and new.rel_error is not None
@@ -223,6 +226,8 @@ class Executor:
     def __init__(self, settings: RunSettings, orch: Orchestration):
         self.settings, self.orch = settings, orch
         self.pool: WorkerPool | None = None
+        # --host-state wait (worker processes only): the quiet level each job waits for
+        self.gate: hoststate.QuietGate | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if not orch.in_process:
             cases = ",".join(dict.fromkeys(orch.warm_cases))
@@ -258,7 +263,9 @@ class Executor:
                    metric_instructions=s.metric_instructions and round_index == 0,
                    ladder=pt.ladder, setting=pt.setting, sampling=pt.sampling, coils=pt.coils,
                    time_setup=pt.time_setup, first_call=s.first_call and kind == "measure",
-                   expected_seconds=expected_seconds, pin_cpu=s.pin_cpu)
+                   expected_seconds=expected_seconds, pin_cpu=s.pin_cpu,
+                   host_state=s.host_state,
+                   quiet_level_s=self.gate.level() if self.gate is not None else None)
 
     def run(self, kind: str, item: PlanItem, round_index: int = 0,
             hash_seed: int | None = None,
@@ -374,6 +381,13 @@ def execute(items: Sequence[PlanItem], writer: RunWriter, settings: RunSettings,
     bar = _Progress(todo_jobs, progress)
     checked: dict[tuple, Record] = {}
     baseline = guard.read() if orch.use_guard else None
+    if settings.host_state == "wait" and executor.pool is not None and todo_jobs:
+        calibration = hoststate.calibrate()
+        executor.gate = hoststate.QuietGate.from_calibration(calibration)
+        writer.metadata.setdefault("host_state", {}).update(
+            mode="wait", calibration_readings=len(calibration),
+            calibration_level_s=executor.gate.level(), max_wait_s=hoststate.MAX_WAIT_S,
+            retries=hoststate.STATE_RETRIES)
     if baseline is not None:
         g = writer.metadata.setdefault("guard", {})
         g["baseline"], g["unit"] = baseline.to_dict(), GUARD_UNIT
@@ -430,11 +444,11 @@ def _mark_host_state(writer: RunWriter, machine: str) -> None:
         runner.fill_summary(rec)
     writer.add_many(records)
     flags = [f for rec in records for f in (hoststate.quiet_flags(rec) or [])]
-    writer.metadata["host_state"] = {
+    writer.metadata.setdefault("host_state", {}).update({
         "probe": hoststate.PROBE, "quiet_level_s": level,
         "quiet_margin": hoststate.QUIET_MARGIN, "quiet_rounds": sum(flags),
         "rounds_read": len(flags),
-        "records_without_quiet_round": sum(hoststate.state_of(r) == "slow" for r in records)}
+        "records_without_quiet_round": sum(hoststate.state_of(r) == "slow" for r in records)})
 
 
 def has_round(rec: Record | None, round_index: int, rounds: int) -> bool:
@@ -458,11 +472,7 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
             acc = stored.get(key)
             if has_round(acc, r, orch.rounds):
                 continue
-            new, seconds = executor.run("measure", item, r,
-                                        expected_seconds=acc.median if acc is not None else None)
-            summary.job_seconds += seconds
-            summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
-            summary.add_phases(new)
+            new = _measure_unit_round(item, r, acc, executor, summary)
             rec = add_round(acc, new, r, position, orch.rounds)
             stored[key] = rec
             writer.add(rec)
@@ -493,6 +503,38 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
             stored[key].warnings.append(
                 f"environment unstable while round {r + 1} was measured: {verdict.reason}")
         writer.add_many([stored[key] for key in measured])
+
+
+def _measure_unit_round(item: PlanItem, r: int, acc: Record | None, executor: Executor,
+                        summary: RunSummary) -> Record:
+    """One round of one unit in a worker. With `--host-state wait` (executor.gate), a round whose
+    probe readings say the host was slow is measured again, up to the gate's retries; the rounds
+    set aside keep their samples and readings in the round's `state_wait` entry."""
+    set_aside: list[dict[str, Any]] = []
+    while True:
+        new, seconds = executor.run("measure", item, r,
+                                    expected_seconds=acc.median if acc is not None else None)
+        summary.job_seconds += seconds
+        summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
+        summary.add_phases(new)
+        gate = executor.gate
+        if gate is None:
+            return new
+        accepted = gate.accepts(new.extra)
+        gate.add(new.extra)
+        if accepted or len(set_aside) >= gate.retries:
+            break
+        summary.slow_rounds_remeasured += 1
+        waits = new.extra.get(hoststate.WAIT_KEY) or [None]
+        set_aside.append({"probe_s": hoststate.round_readings(new.extra)[-1],
+                          "times": list(new.times), "wait": waits[-1]})
+    if not accepted:
+        summary.slow_rounds_kept += 1
+    if set_aside:
+        waits = new.extra.get(hoststate.WAIT_KEY) or [{}]
+        waits[-1] = {**(waits[-1] or {}), "set_aside": set_aside}
+        new.extra[hoststate.WAIT_KEY] = waits
+    return new
 
 
 def _memory_pass(item: PlanItem, rec: Record, executor: Executor) -> None:
@@ -558,6 +600,10 @@ def _record_timing(writer: RunWriter, summary: RunSummary, orch: Orchestration) 
         **{f"{name}_seconds": add(f"{name}_seconds", seconds)
            for name, seconds in summary.phase_seconds.items()},
     }
+    if summary.slow_rounds_remeasured or summary.slow_rounds_kept:
+        h = writer.metadata.setdefault("host_state", {})
+        for name in ("slow_rounds_remeasured", "slow_rounds_kept"):
+            h[name] = int(h.get(name, 0)) + getattr(summary, name)
     g = writer.metadata.setdefault("guard", {})
     g["remeasured_groups"] = int(g.get("remeasured_groups", 0)) + summary.remeasured_groups
     g["unstable_groups"] = int(g.get("unstable_groups", 0)) + summary.unstable_groups

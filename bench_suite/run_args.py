@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench_suite import affinity
+from bench_suite import affinity, hoststate
 from bench_suite.worker import MALLOC_SETTINGS
 
 
@@ -54,7 +54,7 @@ _RESUME_FIXED = (
     ("--timeout", "timeout"), ("--max-remeasure", "max_remeasure"),
     ("--omp-wait-policy", "omp_wait_policy"), ("--study", "study"),
     ("--sampling", "sampling"), ("--coils", "coils"), ("--ladder", "ladder"),
-    ("--pin-cpu", "pin_cpu"), ("--malloc", "malloc"),
+    ("--pin-cpu", "pin_cpu"), ("--malloc", "malloc"), ("--host-state", "host_state"),
 )
 # Switches a resumed run accepts only where they say what its stored settings say:
 # (flag, argument name, settings key, the setting the switch means).
@@ -73,6 +73,7 @@ _WORKER_ONLY = (
     ("--fresh-workers", "fresh_workers", "there are no worker processes to renew"),
     ("--pin-cpu", "pin_cpu", "a pinned process would stay pinned for every later benchmark"),
     ("--malloc", "malloc", "set glibc's MALLOC_* variables before starting instead"),
+    ("--host-state", "host_state", "a process pinned while waiting would stay pinned"),
 )
 
 
@@ -90,6 +91,9 @@ def check_combinations(args: argparse.Namespace) -> None:
                              f"{', '.join(given)}")
     elif getattr(args, "retry_failed", False):
         raise UsageError("--retry-failed applies to --resume (a partial run's failed records)")
+    if getattr(args, "host_state", None) == "wait" and getattr(args, "pin_cpu", None) == "quietest":
+        raise UsageError("--host-state wait already pins a 1-thread measurement to a quiet vCPU; "
+                         "drop --pin-cpu quietest")
     if args.in_process:
         for flag, name, instead in _WORKER_ONLY:
             if _given(args, name):
@@ -170,6 +174,8 @@ def stored_settings_problem(settings: Any, machine: Any, cases: Mapping[str, Any
             checks.append((key, "expected true or false"))
     if settings.get("pin_cpu", "none") not in affinity.MODES:
         checks.append(("pin_cpu", f"expected one of {', '.join(affinity.MODES)}"))
+    if settings.get("host_state", "read") not in hoststate.MODES:
+        checks.append(("host_state", f"expected one of {', '.join(hoststate.MODES)}"))
     if settings.get("malloc") not in (None, *MALLOC_SETTINGS):
         checks.append(("malloc", f"expected one of {', '.join(MALLOC_SETTINGS)}"))
     env = settings.get("worker_env")

@@ -190,6 +190,8 @@ class RunSettings:
     handler_factory: Callable[[str, str], Any] = make_handler
     first_call: bool = False  # time the process's first call (the accuracy study)
     pin_cpu: str = "none"  # "quietest": pin 1-thread timing to the quietest vCPU (affinity)
+    host_state: str = "read"  # "wait": wait for the host's quiet state before warm-up (hoststate)
+    quiet_level_s: float | None = None  # the runner's quiet level so far, for "wait"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -298,7 +300,12 @@ def measure(item: PlanItem, settings: RunSettings,
             pick = affinity.pin_to_quietest()
             if pick is not None:
                 rec.extra[affinity.EXTRA_KEY] = [pick]  # a list: one per round (orchestrate)
-        state_before = hoststate.probe_seconds()
+        if settings.host_state == "wait" and settings.quiet_level_s:
+            clock.lap("validate")
+            rec.extra[hoststate.WAIT_KEY] = [hoststate.wait_for_quiet(settings.quiet_level_s,
+                                                                      item.num_threads)]
+            clock.lap(WAIT_PHASE)
+        state_before = hoststate.state_reading(item.num_threads)
         result = handler.blocked_autorange(
             prep.fn, data_gen_fn=prep.data_gen_fn,
             num_warmup=0 if warm_by_validation else p.num_warmup, min_runs=p.min_runs,
@@ -306,7 +313,8 @@ def measure(item: PlanItem, settings: RunSettings,
             num_threads=item.num_threads, max_warmup_time=p.max_warmup_time,
             min_warmup_time=0.0 if warm_by_validation else p.min_warmup_time,
         )
-        rec.extra[hoststate.EXTRA_KEY] = {"probe_s": [[state_before, hoststate.probe_seconds()]]}
+        rec.extra[hoststate.EXTRA_KEY] = {
+            "probe_s": [[state_before, hoststate.state_reading(item.num_threads)]]}
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.reason = _one_line(e)
         _release_device_memory(item.device)
@@ -348,6 +356,7 @@ def validation_is_warmup(expected_seconds: float | None, preset: Preset) -> bool
 
 PAGE_FAULTS_KEY = "page_faults_per_call"  # Record.extra: minor faults per sampled call, per round
 MEASURE_PHASES = ("prepare", "validate", "warmup_and_samples")  # _PhaseClock's laps, in order
+WAIT_PHASE = "wait_quiet"  # a lap between validate and warm-up with `--host-state wait`
 
 
 class _PhaseClock:
@@ -360,7 +369,7 @@ class _PhaseClock:
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
-        self.laps[name] = round(now - self._last, 4)
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self._last, 4)
         self._last = now
 
 

@@ -100,6 +100,8 @@ class Job:
     # warmup call beyond the validation call (runner.measure).
     expected_seconds: float | None = None
     pin_cpu: str = "none"  # runner.RunSettings.pin_cpu
+    host_state: str = "read"  # runner.RunSettings.host_state
+    quiet_level_s: float | None = None  # runner.RunSettings.quiet_level_s
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -202,7 +204,8 @@ def run_job(job: Job) -> dict[str, Any]:
     settings = runner.RunSettings(preset=runner.Preset.from_dict(job.preset), seed=job.seed,
                                   machine=job.machine,
                                   metric_instructions=job.metric_instructions,
-                                  first_call=bool(job.first_call), pin_cpu=job.pin_cpu)
+                                  first_call=bool(job.first_call), pin_cpu=job.pin_cpu,
+                                  host_state=job.host_state, quiet_level_s=job.quiet_level_s)
     if job.kind == "measure":
         rec, timed = runner.measure(item, settings, job.expected_seconds)
         rec.extra["timed_seconds"] = round(timed, 6)

@@ -54,6 +54,8 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
         cmd.append("--fresh-workers")
     if args.pin_cpu:
         cmd += ["--pin-cpu", args.pin_cpu]
+    if args.host_state:
+        cmd += ["--host-state", args.host_state]
     started = time.perf_counter()
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
@@ -343,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="pass --fresh-workers to both runs (new worker processes every round)")
     p.add_argument("--pin-cpu", choices=list(affinity.MODES),
                    help="passed to both runs (see `linop-bench run --help`)")
+    p.add_argument("--host-state", choices=list(hoststate.MODES),
+                   help="passed to both runs (wait: measure in the host's quiet state only)")
     p.add_argument("--first-rounds", type=int, metavar="K",
                    help="analyse only the first K rounds of each record (with --rounds: what a "
                         "K-round run would have given, from the same runs)")

@@ -345,3 +345,16 @@ def test_runs_whose_workers_had_different_environments_say_so(tmp_path, capsys):
     assert "different environments" in out and "MALLOC_TRIM_THRESHOLD_: unset ->" in out
     assert compare_runs(dirs["steady"], dirs["again"]).environment_changes == []
     assert compare_runs(dirs["steady"], dirs["in-process"]).environment_changes == []
+
+
+def test_a_run_measured_in_the_quiet_state_only_is_named_against_one_that_was_not(tmp_path):
+    """`--host-state wait` publishes the host's fast state: a reader of a verdict must know."""
+    dirs = []
+    for day, mode in ((1, None), (2, "wait")):
+        meta = {**_with_worker_env({}), **({"settings": {"host_state": mode}} if mode else {})}
+        writer = RunWriter.create(tmp_path, meta, date=dt.date(2025, 1, day))
+        writer.add(make_record(seed=day))
+        writer.finish(results.now_iso(), update_latest=False)
+        dirs.append(writer.run_dir)
+    (change,) = compare_runs(*dirs).environment_changes
+    assert change.startswith("host state: read -> wait")

@@ -33,6 +33,8 @@ from bench_suite.results import RunWriter
     (["--omp-wait-policy", "passive"], "--omp-wait-policy applies to worker processes"),
     (["--pin-cpu", "quietest"], "--pin-cpu applies to worker processes, not --in-process"),
     (["--malloc", "library"], "--malloc applies to worker processes, not --in-process"),
+    (["--host-state", "wait"], "--host-state applies to worker processes, not --in-process"),
+    (["--host-state", "wait", "--pin-cpu", "quietest"], "--host-state wait already pins"),
 ])
 def test_bad_arguments_are_one_line_before_anything_is_made(tmp_path, monkeypatch, capsys, args,
                                                             message):
@@ -88,6 +90,7 @@ def partial_run(tmp_path, monkeypatch, **settings) -> RunWriter:
     (["--omp-wait-policy", "passive"], "drop --omp-wait-policy"),
     (["--pin-cpu", "none"], "drop --pin-cpu"),
     (["--malloc", "steady"], "drop --malloc"),
+    (["--host-state", "wait"], "drop --host-state"),
     (["--case", "fake"], "drop --case"),
 ])
 def test_resume_refuses_options_it_cannot_honour(tmp_path, monkeypatch, capsys, args, message):
@@ -118,6 +121,7 @@ def test_resume_refuses_a_switch_that_contradicts_the_run(tmp_path, monkeypatch,
     ({"timeout": -5}, "settings.timeout in metadata.json is -5"),
     ({"pin_cpu": "fastest"}, 'settings.pin_cpu in metadata.json is "fastest": expected one of'),
     ({"malloc": "jemalloc"}, 'settings.malloc in metadata.json is "jemalloc": expected one of'),
+    ({"host_state": "nap"}, 'settings.host_state in metadata.json is "nap": expected one of'),
 ])
 def test_resume_of_a_run_whose_settings_cannot_be_used_is_one_line(tmp_path, monkeypatch, capsys,
                                                                    change, message):

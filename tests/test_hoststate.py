@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench_suite import analysis, hoststate, runner
+from bench_suite import affinity, analysis, hoststate, runner
 from bench_suite.results import Record
 
 QUIET, SLOW = 0.28e-3, 0.39e-3  # probe readings of the two states seen on the 2-vCPU host
@@ -89,3 +89,73 @@ def test_matched_rounds_falls_back_to_every_round_when_no_state_is_shared():
                          record([17e-3] * 2, [SLOW] * 2, "b"))
     o, n, why = hoststate.matched_rounds(quiet, slow)
     assert len(o) == len(n) == 2 and why and "different host states" in why
+
+
+# ----------------------------------------------------------------------------- --host-state wait
+
+
+class FakeHost:
+    """Probe readings per vCPU, a pin log and a clock that advances with every sleep."""
+
+    def __init__(self, readings: dict[int, list[float]]):
+        self.readings = {cpu: list(values) for cpu, values in readings.items()}
+        self.cpu: int | None = None
+        self.pins: list[set[int]] = []
+        self.now = 0.0
+
+    def pin(self, cpus) -> None:
+        cpus = set(cpus)
+        self.pins.append(cpus)
+        self.cpu = next(iter(cpus)) if len(cpus) == 1 else None
+
+    def probe(self) -> float:
+        values = self.readings[self.cpu]
+        return values.pop(0) if len(values) > 1 else values[0]
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def wait(self, num_threads: int, max_wait: float = 60.0) -> dict:
+        return hoststate.wait_for_quiet(QUIET, num_threads, max_wait, probe=self.probe,
+                                        cpus=sorted(self.readings), pin=self.pin,
+                                        clock=lambda: self.now, sleep=self.sleep)
+
+
+def test_a_one_thread_process_stays_on_the_first_vcpu_that_reads_quiet():
+    host = FakeHost({0: [SLOW], 1: [QUIET]})
+    found = host.wait(num_threads=1)
+    assert found == {"waited_s": 0.0, "quiet": True, "cpu": 1, "readings": 2}
+    assert host.pins[-1] == {1}  # pinned there for its warm-up and samples
+
+
+def test_a_threaded_process_waits_until_every_vcpu_reads_quiet_and_keeps_all_of_them():
+    host = FakeHost({0: [QUIET], 1: [SLOW, SLOW, QUIET]})
+    found = host.wait(num_threads=2)
+    assert found["quiet"] and found["readings"] == 6
+    assert found["waited_s"] == 2 * hoststate.POLL_PAUSE_S
+    assert host.pins[-1] == {0, 1}
+
+
+def test_waiting_gives_up_after_its_limit_and_says_so():
+    host = FakeHost({0: [SLOW], 1: [SLOW]})
+    found = host.wait(num_threads=1, max_wait=1.0)
+    assert found["quiet"] is False and 1.0 <= found["waited_s"] < 1.0 + 2 * hoststate.POLL_PAUSE_S
+    assert host.pins[-1] == {0, 1}  # not left pinned to a slow vCPU
+
+
+def test_the_gate_takes_its_level_from_the_calibration_then_from_every_round():
+    gate = hoststate.QuietGate.from_calibration([QUIET] * 10 + [SLOW] * 30)
+    assert gate.level() == QUIET
+    quiet_round = {hoststate.EXTRA_KEY: {"probe_s": [[QUIET, QUIET * 1.1]]}}
+    slow_end = {hoststate.EXTRA_KEY: {"probe_s": [[QUIET, SLOW]]}}
+    assert gate.accepts(quiet_round) and not gate.accepts(slow_end)
+    assert gate.accepts({})  # a failed round has no readings: nothing to judge
+    for _ in range(200):  # once the rounds say the quiet state reads higher, the level follows
+        gate.add({hoststate.EXTRA_KEY: {"probe_s": [[SLOW, SLOW]]}})
+    assert gate.level() == SLOW and gate.accepts(slow_end)
+
+
+def test_a_threaded_rounds_reading_leaves_the_process_free_to_use_every_vcpu():
+    before = affinity.allowed_cpus()
+    assert 0 < hoststate.state_reading(num_threads=2) < 1.0
+    assert affinity.allowed_cpus() == before

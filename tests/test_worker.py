@@ -272,3 +272,26 @@ def test_a_preset_without_memory_pass_says_so_instead_of_reading_memory():
     orchestrate._memory_pass(item, rec, executor)
     assert rec.peak_mem_bytes is None and rec.peak_mem_delta_bytes is None
     assert "quick preset has no memory pass" in rec.peak_mem_note
+
+
+def test_host_state_wait_reaches_the_workers_and_is_recorded(worker_environment, tmp_path,
+                                                              monkeypatch):
+    """The plumbing of `--host-state wait`: the parent's quiet level travels with each job, the
+    worker's wait is kept per round, the run's metadata says how it was measured. (A level of
+    1 s: every reading is quiet, so nothing waits; waiting itself is tested in test_hoststate.)"""
+    from bench_suite import hoststate
+
+    monkeypatch.setattr(hoststate, "calibrate", lambda: [1.0] * 4)
+    out = tmp_path / "res"
+    code = cli.main(["run", "--preset", "quick", "--case", worker_doubles.CASE_ID, "--variant",
+                     "good", "--threads", "1", "--rounds", "2", "--results-dir", str(out),
+                     "--no-progress", "--machine", "m", "--no-guard", "--host-state", "wait"])
+    assert code == 0
+    meta, recs = results.load_run(out / "latest")
+    (rec,) = recs
+    waits = rec.extra[hoststate.WAIT_KEY]
+    assert len(waits) == 2 and all(w["quiet"] and w["waited_s"] < 1.0 for w in waits)
+    assert meta.settings["host_state"] == "wait"
+    assert meta.extra["host_state"]["mode"] == "wait"
+    assert meta.extra["host_state"]["calibration_readings"] == 4
+    assert meta.timing[f"{runner.WAIT_PHASE}_seconds"] >= 0
