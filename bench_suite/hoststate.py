@@ -51,10 +51,16 @@ QUIET_MARGIN = 0.15  # the two states are 30 % apart in the probe; the noise wit
 EXTRA_KEY = "host_state"  # in Record.extra: {"probe_s": [[before, after] per round], ...}
 MODES = ("read", "wait")  # `run --host-state`: read the probe around rounds, or also wait
 WAIT_KEY = "state_wait"  # in Record.extra, with `wait`: one entry per round (see wait_for_quiet)
-MAX_WAIT_S = 60.0  # per round; the slow spells seen here lasted 5-30 s, rarely a minute
+MAX_WAIT_S = 30.0  # per round; the slow spells seen here lasted 5-30 s
 POLL_PAUSE_S = 0.05
-STATE_RETRIES = 2  # a round read slow is measured again at most this many times
-CALIBRATION_S = 3.0  # probe readings per vCPU before a `wait` run
+STATE_RETRIES = 2  # a round read slow is measured again at most this many times (not after
+# a wait that ran out: the host was not quiet for MAX_WAIT_S, so it is marked instead)
+# Waiting stops for the rest of a run once this many unit rounds stayed slow after their
+# retries and they are most of the rounds measured again: a host (or a guest kept busy) that is
+# not quiet for long enough would otherwise cost a minute a round.
+WAIT_FUTILE_AFTER = 6
+CALIBRATION_S = 6.0  # probe readings before a `wait` run, spread over the vCPUs ...
+MIN_CALIBRATION_PER_CPU_S = 0.5  # ... with at least this much on each
 
 _DATA: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -111,11 +117,12 @@ def is_quiet(reading: float, level: float) -> bool:
 # ----------------------------------------------------------------------------- waiting (wait mode)
 
 
-def calibrate(seconds_per_cpu: float = CALIBRATION_S,
+def calibrate(seconds: float = CALIBRATION_S,
               probe: Callable[[], float] = probe_seconds) -> list[float]:
     """Probe readings taken back to back on each vCPU this process may use, for the quiet level
     of a `wait` run (the process's affinity is restored afterwards)."""
     cpus = allowed_cpus()
+    seconds_per_cpu = max(MIN_CALIBRATION_PER_CPU_S, seconds / max(1, len(cpus)))
     readings: list[float] = []
     for cpu in cpus or [None]:
         if cpu is not None:
@@ -174,6 +181,9 @@ class QuietGate:
 
     pairs: list[list[float]] = field(default_factory=list)
     retries: int = STATE_RETRIES
+    rounds_retried: int = 0  # unit rounds read slow at least once
+    rounds_kept_slow: int = 0  # ... of which the last try was read slow too
+    given_up: str | None = None  # why waiting stopped for the rest of the run, if it did
 
     @classmethod
     def from_calibration(cls, readings: Sequence[float]) -> QuietGate:
@@ -184,6 +194,17 @@ class QuietGate:
 
     def add(self, rec_extra: dict[str, Any]) -> None:
         self.pairs.extend(round_readings(rec_extra))
+
+    def note(self, retried: bool, kept_slow: bool) -> None:
+        """Count one unit round's outcome; give up waiting once it has proved futile."""
+        self.rounds_retried += retried
+        self.rounds_kept_slow += kept_slow
+        if (self.given_up is None and self.rounds_kept_slow >= WAIT_FUTILE_AFTER
+                and 2 * self.rounds_kept_slow > self.rounds_retried):
+            self.given_up = (f"{self.rounds_kept_slow} of the {self.rounds_retried} unit rounds "
+                             "read slow stayed slow after waiting and measuring again: the host "
+                             "was not quiet for long enough, so later rounds were neither waited "
+                             "for nor measured again")
 
     def accepts(self, rec_extra: dict[str, Any]) -> bool:
         """True unless the readings of the record's last round say it was measured slow."""

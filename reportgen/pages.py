@@ -230,6 +230,13 @@ def host_state_text(state: dict) -> str | None:
     never = state.get("records_without_quiet_round")
     if isinstance(never, int) and never:
         text += f"; {never} record(s) had no quiet round"
+    if state.get("mode") == "wait":
+        text = ("measured in the quiet state only (--host-state wait): each round waited for "
+                f"it, and {int(state.get('slow_rounds_remeasured', 0))} round(s) read slow were "
+                f"measured again ({int(state.get('slow_rounds_kept', 0))} kept slow when the "
+                f"retries ran out); " + text)
+        if state.get("wait_given_up"):
+            text += f"; waiting stopped part-way: {state['wait_given_up']}"
     return text + "; see the methodology, “Host state”"
 
 

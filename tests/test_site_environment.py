@@ -92,3 +92,11 @@ def test_the_share_of_quiet_rounds_is_said_in_words():
     assert text.startswith("25% of 756 rounds measured in the host's quiet state")
     assert "within 15% of 290 µs" in text and "12 record(s) had no quiet round" in text
     assert host_state_text({}) is None and host_state_text({"rounds_read": 0}) is None
+
+
+def test_a_run_measured_in_the_quiet_state_only_says_so_first():
+    text = host_state_text({"mode": "wait", "quiet_rounds": 335, "rounds_read": 336,
+                            "slow_rounds_remeasured": 39, "slow_rounds_kept": 1})
+    assert text is not None and text.startswith("measured in the quiet state only (--host-state")
+    assert "39 round(s) read slow were measured again (1 kept slow" in text
+    assert "100% of 336 rounds measured in the host's quiet state" in text

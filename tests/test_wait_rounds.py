@@ -69,3 +69,35 @@ def test_each_rounds_wait_is_kept_with_the_record():
     acc = orchestrate.add_round(None, first, 0, 0, 2)
     acc = orchestrate.add_round(acc, second, 1, 0, 2)
     assert [w["waited_s"] for w in acc.extra[hoststate.WAIT_KEY]] == [0.1, 7.5]
+
+
+def test_waiting_stops_for_the_rest_of_the_run_once_it_proves_futile():
+    """A guest kept busy reads slow whatever the host does: a minute a round would be wasted."""
+    rounds = hoststate.WAIT_FUTILE_AFTER
+    tries = [worker_record(17e-3, [SLOW, SLOW]) for _ in range(rounds * 3 + 1)]
+    executor, summary = FakeExecutor(tries, gate()), orchestrate.RunSummary()
+    for _ in range(rounds):
+        orchestrate._measure_unit_round(SimpleNamespace(), 0, None, executor, summary)
+    assert executor.calls == rounds * 3 and summary.slow_rounds_kept == rounds
+    assert summary.wait_given_up is not None and "stayed slow" in summary.wait_given_up
+    orchestrate._measure_unit_round(SimpleNamespace(), 0, None, executor, summary)
+    assert executor.calls == rounds * 3 + 1  # measured once, as a plain run would
+
+
+def test_a_few_slow_rounds_among_many_recovered_ones_do_not_stop_the_waiting():
+    g = gate()
+    for _ in range(20):
+        g.note(retried=True, kept_slow=False)
+    for _ in range(hoststate.WAIT_FUTILE_AFTER):
+        g.note(retried=True, kept_slow=True)
+    assert g.given_up is None
+
+
+def test_a_round_whose_wait_ran_out_is_marked_not_measured_again():
+    """The host was not quiet for the whole wait: another try would wait as long again."""
+    vain = worker_record(17e-3, [SLOW, SLOW])
+    vain.extra[hoststate.WAIT_KEY] = [{"waited_s": hoststate.MAX_WAIT_S, "quiet": False}]
+    executor, summary = FakeExecutor([vain], gate()), orchestrate.RunSummary()
+    rec = orchestrate._measure_unit_round(SimpleNamespace(), 0, None, executor, summary)
+    assert executor.calls == 1 and rec is vain
+    assert (summary.slow_rounds_remeasured, summary.slow_rounds_kept) == (0, 1)
