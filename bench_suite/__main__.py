@@ -442,8 +442,8 @@ def _print_summary(writer, summary, latest: str | None = "latest") -> None:
               f"{summary.slow_rounds_remeasured} unit rounds read slow were measured again, "
               f"{summary.slow_rounds_kept} kept slow after {h.get('retries', '?')} tries",
               file=sys.stderr)
-        if summary.wait_given_up:
-            print(f"  waiting stopped: {summary.wait_given_up}", file=sys.stderr)
+        for why in summary.wait_given_up.values():
+            print(f"  waiting stopped: {why}", file=sys.stderr)
     if summary.remeasure_stopped:
         print(f"  re-measuring stopped: {summary.remeasure_stopped}", file=sys.stderr)
     phases = [(name, timing.get(f"{name}_seconds")) for name in MEASURE_PHASES]
@@ -526,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-state", choices=list(hoststate.MODES), default=None,
                    help="read (default): read the host's state probe around every round; wait: "
                         "also wait, before each round's warm-up, until the probe reads quiet "
-                        "(up to 30 s) and measure a round read slow again (up to twice), so a "
+                        "(up to 60 s) and measure a round read slow again (up to twice), so a "
                         "noisy shared host is measured in its fast state only (see methodology)")
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "library"], default=None,
                    help="OMP_WAIT_POLICY of the worker processes (default passive: spinning "

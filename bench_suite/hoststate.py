@@ -51,13 +51,14 @@ QUIET_MARGIN = 0.15  # the two states are 30 % apart in the probe; the noise wit
 EXTRA_KEY = "host_state"  # in Record.extra: {"probe_s": [[before, after] per round], ...}
 MODES = ("read", "wait")  # `run --host-state`: read the probe around rounds, or also wait
 WAIT_KEY = "state_wait"  # in Record.extra, with `wait`: one entry per round (see wait_for_quiet)
-MAX_WAIT_S = 30.0  # per round; the slow spells seen here lasted 5-30 s
+MAX_WAIT_S = 60.0  # per round; the slow spells seen here lasted 5-30 s, rarely a minute
 POLL_PAUSE_S = 0.05
 STATE_RETRIES = 2  # a round read slow is measured again at most this many times (not after
 # a wait that ran out: the host was not quiet for MAX_WAIT_S, so it is marked instead)
-# Waiting stops for the rest of a run once this many unit rounds stayed slow after their
-# retries and they are most of the rounds measured again: a host (or a guest kept busy) that is
-# not quiet for long enough would otherwise cost a minute a round.
+# Waiting stops for the rest of a run, for one thread count, once this many of its unit rounds
+# in a row stayed slow after waiting and their retries: a guest kept busy reads slow on one vCPU
+# all the time, and every threaded round would cost MAX_WAIT_S. (A rule on the share of rounds
+# kept slow also stopped on a noisy host, where waiting still paid: see the methodology.)
 WAIT_FUTILE_AFTER = 6
 CALIBRATION_S = 6.0  # probe readings before a `wait` run, spread over the vCPUs ...
 MIN_CALIBRATION_PER_CPU_S = 0.5  # ... with at least this much on each
@@ -181,9 +182,8 @@ class QuietGate:
 
     pairs: list[list[float]] = field(default_factory=list)
     retries: int = STATE_RETRIES
-    rounds_retried: int = 0  # unit rounds read slow at least once
-    rounds_kept_slow: int = 0  # ... of which the last try was read slow too
-    given_up: str | None = None  # why waiting stopped for the rest of the run, if it did
+    slow_in_a_row: dict[int, int] = field(default_factory=dict)  # thread count -> rounds
+    given_up: dict[int, str] = field(default_factory=dict)  # thread count -> why, once it has
 
     @classmethod
     def from_calibration(cls, readings: Sequence[float]) -> QuietGate:
@@ -195,16 +195,18 @@ class QuietGate:
     def add(self, rec_extra: dict[str, Any]) -> None:
         self.pairs.extend(round_readings(rec_extra))
 
-    def note(self, retried: bool, kept_slow: bool) -> None:
-        """Count one unit round's outcome; give up waiting once it has proved futile."""
-        self.rounds_retried += retried
-        self.rounds_kept_slow += kept_slow
-        if (self.given_up is None and self.rounds_kept_slow >= WAIT_FUTILE_AFTER
-                and 2 * self.rounds_kept_slow > self.rounds_retried):
-            self.given_up = (f"{self.rounds_kept_slow} of the {self.rounds_retried} unit rounds "
-                             "read slow stayed slow after waiting and measuring again: the host "
-                             "was not quiet for long enough, so later rounds were neither waited "
-                             "for nor measured again")
+    def waits_for(self, num_threads: int) -> bool:
+        return num_threads not in self.given_up
+
+    def note(self, num_threads: int, kept_slow: bool) -> None:
+        """Count one unit round's outcome; stop waiting for its thread count once futile."""
+        row = self.slow_in_a_row.get(num_threads, 0) + 1 if kept_slow else 0
+        self.slow_in_a_row[num_threads] = row
+        if row >= WAIT_FUTILE_AFTER and self.waits_for(num_threads):
+            self.given_up[num_threads] = (
+                f"{row} unit rounds with {num_threads} thread(s) in a row stayed slow after "
+                "waiting and measuring again, so later ones were neither waited for nor "
+                "measured again")
 
     def accepts(self, rec_extra: dict[str, Any]) -> bool:
         """True unless the readings of the record's last round say it was measured slow."""

@@ -91,7 +91,7 @@ class RunSummary:
     remeasure_stopped: str | None = None  # why re-measuring was given up, if it was
     slow_rounds_remeasured: int = 0  # --host-state wait: unit rounds set aside as slow
     slow_rounds_kept: int = 0  # ... and rounds kept although read slow (retries spent)
-    wait_given_up: str | None = None  # why --host-state wait stopped waiting, if it did
+    wait_given_up: dict[int, str] = field(default_factory=dict)  # QuietGate.given_up
     phase_seconds: dict[str, float] = field(default_factory=dict)  # of every measure job
 
     def may_remeasure(self) -> bool:
@@ -267,7 +267,7 @@ class Executor:
                    expected_seconds=expected_seconds, pin_cpu=s.pin_cpu,
                    host_state=s.host_state,
                    quiet_level_s=self.gate.level() if self.gate is not None
-                   and self.gate.given_up is None else None)
+                   and self.gate.waits_for(item.num_threads) else None)
 
     def run(self, kind: str, item: PlanItem, round_index: int = 0,
             hash_seed: int | None = None,
@@ -521,15 +521,15 @@ def _measure_unit_round(item: PlanItem, r: int, acc: Record | None, executor: Ex
         summary.timed_seconds += float(new.extra.get("timed_seconds", 0.0))
         summary.add_phases(new)
         gate = executor.gate
-        if gate is None or gate.given_up is not None:
+        if gate is None or not gate.waits_for(item.num_threads):
             return new
         accepted = gate.accepts(new.extra)
         gate.add(new.extra)
         waits = new.extra.get(hoststate.WAIT_KEY) or [None]
         waited_in_vain = isinstance(waits[-1], dict) and waits[-1].get("quiet") is False
         if accepted or len(set_aside) >= gate.retries or waited_in_vain:
-            gate.note(retried=bool(set_aside) or not accepted, kept_slow=not accepted)
-            summary.wait_given_up = gate.given_up
+            gate.note(item.num_threads, kept_slow=not accepted)
+            summary.wait_given_up = dict(gate.given_up)
             break
         summary.slow_rounds_remeasured += 1
         set_aside.append({"probe_s": hoststate.round_readings(new.extra)[-1],
@@ -611,7 +611,8 @@ def _record_timing(writer: RunWriter, summary: RunSummary, orch: Orchestration) 
         for name in ("slow_rounds_remeasured", "slow_rounds_kept"):
             h[name] = int(h.get(name, 0)) + getattr(summary, name)
         if summary.wait_given_up:
-            h["wait_given_up"] = summary.wait_given_up
+            h["wait_given_up"] = {**h.get("wait_given_up", {}),
+                                  **{str(n): why for n, why in summary.wait_given_up.items()}}
     g = writer.metadata.setdefault("guard", {})
     g["remeasured_groups"] = int(g.get("remeasured_groups", 0)) + summary.remeasured_groups
     g["unstable_groups"] = int(g.get("unstable_groups", 0)) + summary.unstable_groups

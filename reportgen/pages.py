@@ -235,8 +235,9 @@ def host_state_text(state: dict) -> str | None:
                 f"it, and {int(state.get('slow_rounds_remeasured', 0))} round(s) read slow were "
                 f"measured again ({int(state.get('slow_rounds_kept', 0))} kept slow when the "
                 f"retries ran out); " + text)
-        if state.get("wait_given_up"):
-            text += f"; waiting stopped part-way: {state['wait_given_up']}"
+        stopped = state.get("wait_given_up")
+        if isinstance(stopped, dict) and stopped:
+            text += "; waiting stopped part-way: " + "; ".join(map(str, stopped.values()))
     return text + "; see the methodology, “Host state”"
 
 

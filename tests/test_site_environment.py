@@ -100,3 +100,6 @@ def test_a_run_measured_in_the_quiet_state_only_says_so_first():
     assert text is not None and text.startswith("measured in the quiet state only (--host-state")
     assert "39 round(s) read slow were measured again (1 kept slow" in text
     assert "100% of 336 rounds measured in the host's quiet state" in text
+    stopped = host_state_text({"mode": "wait", "quiet_rounds": 1, "rounds_read": 2,
+                               "wait_given_up": {"2": "6 unit rounds with 2 thread(s) in a row"}})
+    assert stopped is not None and "waiting stopped part-way: 6 unit rounds with 2" in stopped
