@@ -9,6 +9,7 @@ as a real slowdown would scale them) must be found.
     python benchmarks/reproducibility.py --case nufft2d,interp2d --size small,medium --preset full
     python benchmarks/reproducibility.py --runs RUN_A RUN_B    # analyse two existing runs
     python benchmarks/reproducibility.py --split RUN           # a run's even against odd rounds
+    python benchmarks/reproducibility.py --rounds 4 --host-state wait   # measured when quiet
 
 It also says how often the other run's median lands inside each record's 95 % interval, and
 whether the site's answer (the fastest library per case, its lead and whether that lead is
