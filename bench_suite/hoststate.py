@@ -42,7 +42,7 @@ from bench_suite.affinity import allowed_cpus
 PROBE = "random gather of 200,000 float64 values from an 800 KB array, 1 thread"
 PROBE_ARRAY = 100_000  # float64: 800 KB, about one core's L2 cache
 PROBE_INDICES = 200_000
-PROBE_REPEATS = 5  # median of 5: about 1.5 ms a reading here
+PROBE_REPEATS = 5  # median of 5, after PROBE_WARMUP gathers: about 2.5 ms a reading here
 # Right after a workload, a probe warmed by one gather read 11 % slower than one after another
 # probe (median of 58 pairs, 2026-12-06); three warm-up gathers bring that to about 3 %.
 PROBE_WARMUP = 3
