@@ -40,10 +40,8 @@ def pin_to_quietest() -> dict[str, Any] | None:
     cpus = allowed_cpus()
     if len(cpus) < 2:
         return None
-    readings: dict[int, float] = {}
-    for cpu in cpus:
-        os.sched_setaffinity(0, {cpu})
-        readings[cpu] = min(hoststate.probe_seconds() for _ in range(READINGS_PER_CPU))
+    readings = hoststate.read_each_cpu(
+        cpus, lambda: min(hoststate.probe_seconds() for _ in range(READINGS_PER_CPU)))
     chosen = min(readings, key=readings.__getitem__)
     os.sched_setaffinity(0, {chosen})
     return {"cpu": chosen, "probe_s": {str(c): round(s, 9) for c, s in readings.items()}}

@@ -33,7 +33,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -64,6 +64,7 @@ CALIBRATION_S = 6.0  # probe readings before a `wait` run, spread over the vCPUs
 MIN_CALIBRATION_PER_CPU_S = 0.5  # ... with at least this much on each
 
 _DATA: tuple[np.ndarray, np.ndarray] | None = None
+T = TypeVar("T")
 
 
 def _data() -> tuple[np.ndarray, np.ndarray]:
@@ -92,19 +93,25 @@ def _pin(cpus: Iterable[int]) -> None:
         os.sched_setaffinity(0, set(cpus))
 
 
+def read_each_cpu(cpus: Sequence[int], read: Callable[[], T]) -> dict[int, T]:
+    """`read()` on each of `cpus` in turn (this thread pinned there), the affinity to all of
+    `cpus` restored afterwards."""
+    readings = {}
+    for cpu in cpus:
+        _pin([cpu])
+        readings[cpu] = read()
+    _pin(cpus)
+    return readings
+
+
 def state_reading(num_threads: int) -> float:
     """The probe as a round's reading: on this process's vCPU for a 1-thread measurement; for a
     threaded one, on every vCPU it may use, the slowest reading (a slow spell on any of them
-    slows its threads), the affinity restored afterwards."""
+    slows its threads)."""
     cpus = allowed_cpus()
     if num_threads == 1 or len(cpus) < 2:
         return probe_seconds()
-    readings = []
-    for cpu in cpus:
-        _pin([cpu])
-        readings.append(probe_seconds())
-    _pin(cpus)
-    return max(readings)
+    return max(read_each_cpu(cpus, probe_seconds).values())
 
 
 def _percentile(values: Sequence[float]) -> float | None:
@@ -124,16 +131,16 @@ def calibrate(seconds: float = CALIBRATION_S,
     of a `wait` run (the process's affinity is restored afterwards)."""
     cpus = allowed_cpus()
     seconds_per_cpu = max(MIN_CALIBRATION_PER_CPU_S, seconds / max(1, len(cpus)))
-    readings: list[float] = []
-    for cpu in cpus or [None]:
-        if cpu is not None:
-            _pin([cpu])
-        end = time.monotonic() + seconds_per_cpu
+
+    def back_to_back() -> list[float]:
+        end, readings = time.monotonic() + seconds_per_cpu, []
         while time.monotonic() < end:
             readings.append(probe())
-    if cpus:
-        _pin(cpus)
-    return readings
+        return readings
+
+    if not cpus:
+        return back_to_back()
+    return [r for readings in read_each_cpu(cpus, back_to_back).values() for r in readings]
 
 
 def wait_for_quiet(level: float, num_threads: int, max_wait: float = MAX_WAIT_S, *,
