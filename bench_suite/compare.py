@@ -61,7 +61,7 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
 
 def environment_changes(old_meta: RunMetadata, new_meta: RunMetadata) -> list[str]:
     """What the two runs' measuring processes did differently: the worker-environment variables
-    ("NAME: old -> new") and `--host-state`.
+    ("NAME: old -> new"), `--host-state` and `--cpu-idle`.
 
     Why: a setting such as `--malloc` or `--omp-wait-policy` moves some libraries' times with no
     change to their code (torchlinops 6-9 % with the allocator held steady), so a reader of a
@@ -70,6 +70,10 @@ def environment_changes(old_meta: RunMetadata, new_meta: RunMetadata) -> list[st
     modes = [m.settings.get("host_state", "read") for m in (old_meta, new_meta)]
     changes = ([f"host state: {modes[0]} -> {modes[1]} (a `wait` run is measured in the "
                 "host's quiet state only)"] if modes[0] != modes[1] else [])
+    idle = [m.settings.get("cpu_idle", "as-is") for m in (old_meta, new_meta)]
+    if idle[0] != idle[1]:
+        changes.append(f"idle CPUs: {idle[0]} -> {idle[1]} (`poll` keeps idle CPUs awake, "
+                       "which makes threaded calls faster on a virtual machine)")
     old = old_meta.extra.get("worker_environment")
     new = new_meta.extra.get("worker_environment")
     if not isinstance(old, dict) or not isinstance(new, dict):

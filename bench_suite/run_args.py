@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench_suite import affinity, hoststate
+from bench_suite import affinity, cpu_idle, hoststate
 from bench_suite.worker import MALLOC_SETTINGS
 
 
@@ -55,6 +55,7 @@ _RESUME_FIXED = (
     ("--omp-wait-policy", "omp_wait_policy"), ("--study", "study"),
     ("--sampling", "sampling"), ("--coils", "coils"), ("--ladder", "ladder"),
     ("--pin-cpu", "pin_cpu"), ("--malloc", "malloc"), ("--host-state", "host_state"),
+    ("--cpu-idle", "cpu_idle"),
 )
 # Switches a resumed run accepts only where they say what its stored settings say:
 # (flag, argument name, settings key, the setting the switch means).
@@ -176,6 +177,8 @@ def stored_settings_problem(settings: Any, machine: Any, cases: Mapping[str, Any
         checks.append(("pin_cpu", f"expected one of {', '.join(affinity.MODES)}"))
     if settings.get("host_state", "read") not in hoststate.MODES:
         checks.append(("host_state", f"expected one of {', '.join(hoststate.MODES)}"))
+    if settings.get("cpu_idle", "as-is") not in cpu_idle.MODES:
+        checks.append(("cpu_idle", f"expected one of {', '.join(cpu_idle.MODES)}"))
     if settings.get("malloc") not in (None, *MALLOC_SETTINGS):
         checks.append(("malloc", f"expected one of {', '.join(MALLOC_SETTINGS)}"))
     env = settings.get("worker_env")

@@ -10,6 +10,7 @@ as a real slowdown would scale them) must be found.
     python benchmarks/reproducibility.py --runs RUN_A RUN_B    # analyse two existing runs
     python benchmarks/reproducibility.py --split RUN           # a run's even against odd rounds
     python benchmarks/reproducibility.py --rounds 4 --host-state wait   # measured when quiet
+    python benchmarks/reproducibility.py --rounds 4 --cpu-idle poll     # idle vCPUs poll (root)
 
 It also says how often the other run's median lands inside each record's 95 % interval, and
 whether the site's answer (the fastest library per case, its lead and whether that lead is
@@ -33,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench_suite import affinity, analysis, hoststate, runner, stats
+from bench_suite import affinity, analysis, cpu_idle, hoststate, runner, stats
 from bench_suite.results import Record, ResultsError, list_runs, load_run
 from bench_suite.store_schema import IDENTITY_FIELDS
 from reportgen import answer, load
@@ -57,6 +58,8 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
         cmd += ["--pin-cpu", args.pin_cpu]
     if args.host_state:
         cmd += ["--host-state", args.host_state]
+    if args.cpu_idle:
+        cmd += ["--cpu-idle", args.cpu_idle]
     started = time.perf_counter()
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
@@ -348,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="passed to both runs (see `linop-bench run --help`)")
     p.add_argument("--host-state", choices=list(hoststate.MODES),
                    help="passed to both runs (wait: measure in the host's quiet state only)")
+    p.add_argument("--cpu-idle", choices=list(cpu_idle.MODES),
+                   help="passed to both runs (poll: idle CPUs poll instead of halting; root)")
     p.add_argument("--first-rounds", type=int, metavar="K",
                    help="analyse only the first K rounds of each record (with --rounds: what a "
                         "K-round run would have given, from the same runs)")

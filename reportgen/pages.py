@@ -241,6 +241,23 @@ def host_state_text(state: dict) -> str | None:
     return text + "; see the methodology, “Host state”"
 
 
+def cpu_idle_text(idle: dict) -> str | None:
+    """What the run's idle CPUs did (bench_suite.cpu_idle) in words; None when not recorded."""
+    mode = idle.get("mode")
+    if mode not in ("as-is", "poll"):
+        return None
+    driver, states = idle.get("driver"), idle.get("states")
+    setup = (f"driver {driver}" if driver else "no cpuidle driver") + (
+        f", states {', '.join(map(str, states))}" if isinstance(states, list) and states else "")
+    text = ("polled: a 0 µs CPU latency request was held while the run lasted "
+            "(--cpu-idle poll)" if mode == "poll" else "as the machine is set up")
+    entries = idle.get("entries_during_run")
+    if isinstance(entries, dict) and entries:
+        text += "; entered during the run: " + ", ".join(
+            f"{name} {int(n):,}" for name, n in entries.items() if isinstance(n, int))
+    return f"{text} ({setup}); see Findings, “Idle vCPUs”"
+
+
 def environment(run: Run) -> list[tuple[str, str]]:
     """The rows of a run's environment table: what a reader needs to judge and reproduce it.
     Values are Markdown, safe inside a table cell; no absolute path is shown."""
@@ -277,6 +294,10 @@ def environment(run: Run) -> list[tuple[str, str]]:
     state_text = host_state_text(state) if isinstance(state, dict) else None
     if state_text:
         rows.append(("host state", md_escape(state_text)))
+    idle = m.extra.get("cpu_idle") if isinstance(m.extra, dict) else None
+    idle_text = cpu_idle_text(idle) if isinstance(idle, dict) else None
+    if idle_text:
+        rows.append(("idle CPUs", md_escape(idle_text)))
     rows.append(("settings", md_escape(public_text(", ".join(
         f"{k}={json.dumps(v)}" for k, v in m.settings.items()) or "?"))))
     return rows

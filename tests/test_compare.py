@@ -358,3 +358,17 @@ def test_a_run_measured_in_the_quiet_state_only_is_named_against_one_that_was_no
         dirs.append(writer.run_dir)
     (change,) = compare_runs(*dirs).environment_changes
     assert change.startswith("host state: read -> wait")
+
+
+def test_runs_whose_idle_cpus_polled_and_halted_are_named(tmp_path):
+    """`--cpu-idle poll` made 2-thread calls 1.4-2x faster on a guest: a verdict must say so."""
+    dirs = []
+    for day, mode in ((1, None), (2, "poll")):
+        meta = {**_with_worker_env({}), **({"settings": {"cpu_idle": mode}} if mode else {})}
+        writer = RunWriter.create(tmp_path, meta, date=dt.date(2025, 1, day))
+        writer.add(make_record(seed=day))
+        writer.finish(results.now_iso(), update_latest=False)
+        dirs.append(writer.run_dir)
+    (change,) = compare_runs(*dirs).environment_changes
+    assert change.startswith("idle CPUs: as-is -> poll")
+    assert compare_runs(dirs[0], dirs[0]).environment_changes == []

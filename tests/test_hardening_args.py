@@ -91,6 +91,7 @@ def partial_run(tmp_path, monkeypatch, **settings) -> RunWriter:
     (["--pin-cpu", "none"], "drop --pin-cpu"),
     (["--malloc", "steady"], "drop --malloc"),
     (["--host-state", "wait"], "drop --host-state"),
+    (["--cpu-idle", "poll"], "drop --cpu-idle"),
     (["--case", "fake"], "drop --case"),
 ])
 def test_resume_refuses_options_it_cannot_honour(tmp_path, monkeypatch, capsys, args, message):
@@ -122,6 +123,7 @@ def test_resume_refuses_a_switch_that_contradicts_the_run(tmp_path, monkeypatch,
     ({"pin_cpu": "fastest"}, 'settings.pin_cpu in metadata.json is "fastest": expected one of'),
     ({"malloc": "jemalloc"}, 'settings.malloc in metadata.json is "jemalloc": expected one of'),
     ({"host_state": "nap"}, 'settings.host_state in metadata.json is "nap": expected one of'),
+    ({"cpu_idle": "nap"}, 'settings.cpu_idle in metadata.json is "nap": expected one of'),
 ])
 def test_resume_of_a_run_whose_settings_cannot_be_used_is_one_line(tmp_path, monkeypatch, capsys,
                                                                    change, message):
