@@ -554,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "virtual machine halts its vCPUs); poll: hold a 0 µs CPU latency "
                         "request (/dev/cpu_dma_latency, needs root) while the run lasts, so an "
                         "idle CPU polls and a waking thread does not wait for the host to "
-                        "resume its vCPU (2-thread calls ran 1.4-2.1x faster with it on a "
+                        "resume its vCPU (2-thread calls ran 1.4-2x faster with it on a "
                         "2-vCPU guest; see Findings)")
     p.add_argument("--omp-wait-policy", choices=["passive", "active", "library"], default=None,
                    help="OMP_WAIT_POLICY of the worker processes (default passive: spinning "

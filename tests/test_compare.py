@@ -347,28 +347,22 @@ def test_runs_whose_workers_had_different_environments_say_so(tmp_path, capsys):
     assert compare_runs(dirs["steady"], dirs["in-process"]).environment_changes == []
 
 
-def test_a_run_measured_in_the_quiet_state_only_is_named_against_one_that_was_not(tmp_path):
-    """`--host-state wait` publishes the host's fast state: a reader of a verdict must know."""
+@pytest.mark.parametrize(("setting", "mode", "named"), [
+    # `--host-state wait` publishes the host's fast state.
+    ("host_state", "wait", "host state: read -> wait"),
+    # `--cpu-idle poll` made 2-thread calls 1.4-2x faster on a guest.
+    ("cpu_idle", "poll", "idle CPUs: as-is -> poll"),
+])
+def test_a_run_setting_that_moves_times_is_named_against_a_run_without_it(tmp_path, setting,
+                                                                         mode, named):
+    """A reader of a verdict must know when the two runs were measured differently."""
     dirs = []
-    for day, mode in ((1, None), (2, "wait")):
-        meta = {**_with_worker_env({}), **({"settings": {"host_state": mode}} if mode else {})}
+    for day, value in ((1, None), (2, mode)):
+        meta = {**_with_worker_env({}), **({"settings": {setting: value}} if value else {})}
         writer = RunWriter.create(tmp_path, meta, date=dt.date(2025, 1, day))
         writer.add(make_record(seed=day))
         writer.finish(results.now_iso(), update_latest=False)
         dirs.append(writer.run_dir)
     (change,) = compare_runs(*dirs).environment_changes
-    assert change.startswith("host state: read -> wait")
-
-
-def test_runs_whose_idle_cpus_polled_and_halted_are_named(tmp_path):
-    """`--cpu-idle poll` made 2-thread calls 1.4-2x faster on a guest: a verdict must say so."""
-    dirs = []
-    for day, mode in ((1, None), (2, "poll")):
-        meta = {**_with_worker_env({}), **({"settings": {"cpu_idle": mode}} if mode else {})}
-        writer = RunWriter.create(tmp_path, meta, date=dt.date(2025, 1, day))
-        writer.add(make_record(seed=day))
-        writer.finish(results.now_iso(), update_latest=False)
-        dirs.append(writer.run_dir)
-    (change,) = compare_runs(*dirs).environment_changes
-    assert change.startswith("idle CPUs: as-is -> poll")
-    assert compare_runs(dirs[0], dirs[0]).environment_changes == []
+    assert change.startswith(named)
+    assert compare_runs(dirs[1], dirs[1]).environment_changes == []

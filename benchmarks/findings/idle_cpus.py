@@ -33,37 +33,13 @@ DEFAULT_VARIANTS = "torchlinops,torchlinops-linop,finufft,torchkbnufft,ducc0"
 
 def child(args: argparse.Namespace) -> None:
     """Measure in this process and print one JSON line."""
-    import resource
-    import time
+    from against_sigpy import compare
 
-    import torch
-
-    from bench_suite.cases import CASES
-
-    torch.set_num_threads(args.threads)
-    case = CASES[args.case]
-    subject = case.prepare(args.direction, args.size, args.variant, "cpu", args.threads, 0)
-    control = case.prepare(args.direction, args.size, "sigpy", "cpu", 1, 0)
-    for prep in (subject, control):
-        for _ in range(5):
-            prep.fn(prep.data_gen_fn())
-    until = time.perf_counter() + 0.5  # a new thread pool settles (Findings, section 3)
-    while time.perf_counter() < until:
-        subject.fn(subject.data_gen_fn())
-    inputs = [(subject.data_gen_fn(), control.data_gen_fn()) for _ in range(args.pairs)]
-    t_subject, t_control, switches = [], [], 0
-    for a, b in inputs:
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
-        t = time.perf_counter()
-        subject.fn(a)
-        t_subject.append(time.perf_counter() - t)
-        switches += resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before
-        t = time.perf_counter()
-        control.fn(b)
-        t_control.append(time.perf_counter() - t)
-    print(json.dumps({"subject_s": statistics.median(t_subject),
-                      "control_s": statistics.median(t_control),
-                      "switches_per_call": switches / args.pairs}))
+    # At least 0.5 s of calls first: a new thread pool settles (Findings, section 3).
+    result = compare(args.case, args.size, args.direction, args.variant, args.threads,
+                     args.pairs, "ru_nvcsw", settle_s=0.5)
+    print(json.dumps({"subject_s": result["subject_s"], "control_s": result["control_s"],
+                      "switches_per_call": result["per_call"]}))
 
 
 def run_process(setting: str, variant: str, threads: int, args: argparse.Namespace) -> dict:

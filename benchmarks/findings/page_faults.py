@@ -38,34 +38,11 @@ NO_MMAP_ENV = {"MALLOC_MMAP_MAX_": "0"}
 
 def child(case_id: str, size: str, direction: str, variant: str, pairs: int) -> None:
     """Measure in this process and print one JSON line."""
-    import resource
-    import time
+    from against_sigpy import compare
 
-    import torch
-
-    from bench_suite.cases import CASES
-
-    torch.set_num_threads(1)
-    case = CASES[case_id]
-    subject = case.prepare(direction, size, variant, "cpu", 1, 0)
-    control = case.prepare(direction, size, "sigpy", "cpu", 1, 0)
-    for prep in (subject, control):
-        for _ in range(5):
-            prep.fn(prep.data_gen_fn())
-    inputs = [(subject.data_gen_fn(), control.data_gen_fn()) for _ in range(pairs)]
-    t_subject, t_control, faults = [], [], 0
-    for a, b in inputs:
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        t = time.perf_counter()
-        subject.fn(a)
-        t_subject.append(time.perf_counter() - t)
-        faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
-        t = time.perf_counter()
-        control.fn(b)
-        t_control.append(time.perf_counter() - t)
-    print(json.dumps({"subject_s": statistics.median(t_subject),
-                      "control_s": statistics.median(t_control),
-                      "faults_per_call": faults / pairs}))
+    result = compare(case_id, size, direction, variant, 1, pairs, "ru_minflt")
+    print(json.dumps({"subject_s": result["subject_s"], "control_s": result["control_s"],
+                      "faults_per_call": result["per_call"]}))
 
 
 def run_process(setting: str, args: argparse.Namespace) -> dict:
@@ -131,7 +108,8 @@ def main() -> None:
         print("    per process (faults per call, ratio): " + ", ".join(
             f"{r['faults_per_call']:.0f} {q:.2f}" for r, q in zip(rows, ratios, strict=True)))
         print(f"    {args.variant} / sigpy:           " + spread(ratios)
-              + f", CV {statistics.stdev(ratios) / statistics.mean(ratios):.1%}")
+              + (f", CV {statistics.stdev(ratios) / statistics.mean(ratios):.1%}"
+                 if len(ratios) > 1 else ""))
 
 
 if __name__ == "__main__":
