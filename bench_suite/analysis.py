@@ -59,11 +59,25 @@ def with_statistics(rec: Record) -> Record:
 THREAD_ANOMALY_RATIO = 1.5  # all-threads median this much slower than 1 thread: say so
 
 
+# What the reference's speed-up lets a note conclude, by what the run's idle CPUs did.
+_THREADING_HERE = {
+    "polled": "the slowdown is the library's threading here (see Findings)",
+    "halted": ("the slowdown is the library's threading on this machine, whose idle CPUs "
+               "halted during the run, so that each parallel region may wait for one to wake "
+               "(see Findings, “Idle vCPUs”)"),
+    None: ("the slowdown is the library's threading on this machine, which may include waking "
+           "its idle CPUs (see Findings)"),
+}
+
+
 def thread_anomaly_notes(records: Sequence[Record],
-                         reference_speedup: dict[str, float] | None = None) -> dict[tuple, str]:
+                         reference_speedup: dict[str, float] | None = None,
+                         idle: str | None = None) -> dict[tuple, str]:
     """Notes for records that are much slower with more threads than with one, keyed by record
     key. With the run's reference op scaling (guard.thread_scaling) the note says what the
-    machine itself gives, so a reader can tell the machine from the library."""
+    machine itself gives, so a reader can tell the machine from the library. `idle` is what the
+    run's idle CPUs did (cpu_idle.idle_behaviour): where they halted, a library with many short
+    parallel regions waits for a wake-up in each, which a long matmul does not show."""
     def unit(r: Record) -> tuple:  # the identity without the thread count
         return tuple(getattr(r, f) for f in IDENTITY_FIELDS if f != "num_threads")
 
@@ -82,17 +96,18 @@ def thread_anomaly_notes(records: Sequence[Record],
                 f"with 1 at some sizes")
         speedup = (reference_speedup or {}).get(str(r.num_threads))
         if speedup:
+            conclusion = _THREADING_HERE.get(idle, _THREADING_HERE[None])
             text += (f", while this machine's reference matmul runs {speedup:.2f}x as fast with "
-                     f"{r.num_threads} threads: the slowdown is the library's threading here "
-                     f"(see Findings)")
+                     f"{r.num_threads} threads: {conclusion}")
         notes[r.key()] = text
     return notes
 
 
 def with_thread_notes(records: Sequence[Record],
-                      reference_speedup: dict[str, float] | None = None) -> list[Record]:
+                      reference_speedup: dict[str, float] | None = None,
+                      idle: str | None = None) -> list[Record]:
     """`records`, those with a thread anomaly carrying its note (derived on load, not stored)."""
-    notes = thread_anomaly_notes(records, reference_speedup)
+    notes = thread_anomaly_notes(records, reference_speedup, idle)
     return [dataclasses.replace(r, notes=[*r.notes, notes[r.key()]]) if r.key() in notes else r
             for r in records]
 

@@ -130,3 +130,18 @@ def record(mode: str, before: dict[str, int], after: dict[str, int],
     for name, usage in after.items():
         counts[name] = counts.get(name, 0) + max(0, usage - before.get(name, 0))
     return {"mode": mode, **settings, "entries_during_run": counts}
+
+
+def idle_behaviour(recorded: Any) -> str | None:
+    """From a run's recorded `cpu_idle`: "halted" when its CPUs entered an idle state other than
+    polling while it measured, "polled" when they only polled, None when not recorded (runs
+    from before 2026-12-06) or unreadable."""
+    if not isinstance(recorded, dict):
+        return None
+    entries = recorded.get("entries_during_run")
+    if recorded.get("mode") == "poll" and not entries:
+        return "polled"
+    if not isinstance(entries, dict) or not entries:
+        return None
+    slept = any(isinstance(n, int) and n > 0 for name, n in entries.items() if name != "POLL")
+    return "halted" if slept else "polled"

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench_suite import stats
+from bench_suite import cpu_idle, stats
 from bench_suite.analysis import with_statistics, with_thread_notes
 from bench_suite.results import (
     LATEST,
@@ -144,7 +144,9 @@ def read_run(path: Path, source: str = ARCHIVE, meta: RunMetadata | None = None)
     meta = meta if meta is not None else load_metadata(path)
     records = [with_statistics(r) for r in read_records(path, meta)]
     scaling = ((meta.guard or {}).get("reference_scaling") or {}).get("speedup")
-    return Run(Path(path), meta, with_thread_notes(records, scaling), source)
+    idle = cpu_idle.idle_behaviour(meta.extra.get("cpu_idle") if isinstance(meta.extra, dict)
+                                   else None)
+    return Run(Path(path), meta, with_thread_notes(records, scaling, idle), source)
 
 
 def _by_age(run: Run) -> tuple[str, str]:

@@ -28,3 +28,29 @@ def test_without_the_reference_the_note_still_says_it():
     notes = analysis.thread_anomaly_notes([rec("x", 1, 1.0), rec("x", 2, 2.0)])
     (text,) = notes.values()
     assert text == "more than 1.5x slower with 2 threads than with 1 at some sizes"
+
+
+def test_the_note_says_whether_idle_cpus_halted_during_the_run():
+    """A halted vCPU makes every short parallel region wait for a wake-up, which the reference
+    matmul (few, long regions) does not show: only a run whose idle CPUs polled may blame the
+    library's threading alone (Findings, "Idle vCPUs")."""
+    records = [rec("finufft", 1, 1e-4), rec("finufft", 2, 4e-3)]
+    by_idle = {idle: analysis.thread_anomaly_notes(records, {"2": 1.9}, idle)
+               for idle in ("polled", "halted", None)}
+    texts = {idle: next(iter(notes.values())) for idle, notes in by_idle.items()}
+    assert texts["polled"].endswith("the slowdown is the library's threading here (see Findings)")
+    assert "idle CPUs halted during the run" in texts["halted"]
+    assert "may include waking its idle CPUs" in texts[None]
+    assert len({*texts.values()}) == 3
+
+
+def test_what_idle_cpus_did_is_read_from_the_runs_record():
+    from bench_suite.cpu_idle import idle_behaviour
+
+    assert idle_behaviour({"mode": "as-is",
+                           "entries_during_run": {"POLL": 3, "haltpoll idle": 12}}) == "halted"
+    assert idle_behaviour({"mode": "poll",
+                           "entries_during_run": {"POLL": 36361, "haltpoll idle": 0}}) == "polled"
+    assert idle_behaviour({"mode": "as-is", "entries_during_run": {"POLL": 9}}) == "polled"
+    assert idle_behaviour({"mode": "as-is", "entries_during_run": {}}) is None
+    assert idle_behaviour(None) is None and idle_behaviour("junk") is None
