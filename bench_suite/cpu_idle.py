@@ -52,15 +52,30 @@ def _cpu_dirs(cpu_dir: Path) -> list[Path]:
     return sorted(p for p in cpu_dir.glob("cpu[0-9]*") if p.name[3:].isdigit())
 
 
+def _states(cpu: Path) -> list[Path]:
+    """A CPU's idle-state directories, shallowest (state0) first."""
+    found = [s for s in (cpu / "cpuidle").glob("state[0-9]*") if s.name[5:].isdigit()]
+    return sorted(found, key=lambda s: int(s.name[5:]))
+
+
 def state_entries(cpu_dir: Path | None = None) -> dict[str, int]:
     """How often every CPU has entered each idle state since boot, summed over CPUs, by name."""
     entries: dict[str, int] = {}
     for cpu in _cpu_dirs(cpu_dir or CPU_DIR):
-        for state in sorted((cpu / "cpuidle").glob("state[0-9]*")):
+        for state in _states(cpu):
             name, usage = _read(state / "name"), _int(_read(state / "usage"))
             if name and usage is not None:
                 entries[name] = entries.get(name, 0) + usage
     return entries
+
+
+def state_names(cpu_dir: Path | None = None) -> list[str]:
+    """The idle states the first CPU offers, shallowest first (e.g. POLL, haltpoll idle)."""
+    cpus = _cpu_dirs(cpu_dir or CPU_DIR)
+    if not cpus:
+        return []
+    names = (_read(s / "name") for s in _states(cpus[0]))
+    return [name for name in names if name]
 
 
 def latency_limit_us(device: Path | None = None) -> int | None:
@@ -75,23 +90,14 @@ def latency_limit_us(device: Path | None = None) -> int | None:
 def describe(cpu_dir: Path | None = None, device: Path | None = None,
              halt_poll_ns: Path | None = None) -> dict[str, Any]:
     """The machine's idle settings as the metadata records them (None where unreadable)."""
-    cpu_dir = cpu_dir or CPU_DIR
-    idle = cpu_dir / "cpuidle"
-    cpus = _cpu_dirs(cpu_dir)
-    states = ([_read(s / "name") for s in sorted((cpus[0] / "cpuidle").glob("state[0-9]*"))]
-              if cpus else [])
+    idle = (cpu_dir or CPU_DIR) / "cpuidle"
     return {"driver": _read(idle / "current_driver"),
             "governor": _read(idle / "current_governor_ro") or _read(idle / "current_governor"),
-            "states": [s for s in states if s],
+            "states": state_names(cpu_dir),
             "guest_halt_poll_ns": _int(_read(halt_poll_ns or HALT_POLL_NS)),
             "latency_limit_us": latency_limit_us(device)}
 
 
-def has_polling_state(cpu_dir: Path | None = None) -> bool:
-    """Whether the cpuidle driver offers a polling state, which a 0 µs request selects."""
-    cpus = _cpu_dirs(cpu_dir or CPU_DIR)
-    return bool(cpus) and any(_read(s / "name") == "POLL"
-                              for s in (cpus[0] / "cpuidle").glob("state[0-9]*"))
 
 
 @contextlib.contextmanager
@@ -105,13 +111,17 @@ def held(mode: str, cpu_dir: Path | None = None, device: Path | None = None) -> 
     if mode == "as-is":
         yield
         return
-    if not has_polling_state(cpu_dir):
+    if "POLL" not in state_names(cpu_dir):
         raise CpuIdleError("--cpu-idle poll: this kernel has no cpuidle driver with a polling "
                            "state, so a latency request cannot make idle CPUs poll")
     device = device or QOS_DEVICE
     try:
         handle = open(device, "wb", buffering=0)  # noqa: SIM115 - held across the yield
-        handle.write(struct.pack("i", 0))
+        try:
+            handle.write(struct.pack("i", 0))
+        except OSError:
+            handle.close()
+            raise
     except OSError as e:
         raise CpuIdleError(f"--cpu-idle poll: cannot hold a CPU latency request on {device} "
                            f"({e.strerror or e}); it needs write access (root)") from None
