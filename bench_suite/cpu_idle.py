@@ -2,10 +2,11 @@
 
 A thread that waits passively (the suite's `OMP_WAIT_POLICY=PASSIVE`) sleeps, and its CPU goes
 idle. On bare metal that CPU enters a C-state; in a virtual machine the guest halts the vCPU, and
-the host deschedules it. Waking it again then costs the host's scheduling latency, tens of µs,
-each time a parallel region starts or ends. A 2-thread torchlinops NUFFT call wakes a thread
-about 55 times, and on the 2-vCPU guest where this was found it ran 30 % faster with idle vCPUs
-polling instead of halting (Findings, "Idle vCPUs"). That cost belongs to the machine, not to
+the host deschedules it. Waking it again then waits for the host, each time a parallel region
+starts or ends. A 2-thread torchlinops NUFFT call sleeps and wakes about 55 times; on the 2-vCPU
+guest where this was found it took 2.20 ms with idle vCPUs polling against 3.11 ms halting
+(about 16 µs a wake-up; FINUFFT 0.14 against 0.25 ms, 8 wake-ups; Findings, "Idle vCPUs",
+`benchmarks/findings/idle_cpus.py`). That cost belongs to the machine, not to
 the library, and it varies with the host's load.
 
 `poll` holds a 0 µs CPU latency request through the kernel's PM QoS interface
@@ -137,9 +138,14 @@ def record(mode: str, before: dict[str, int], after: dict[str, int],
     how often each idle state was entered while it measured (a `poll` run whose CPUs still
     halted would show it here), added to `earlier`'s counts when a run is resumed."""
     counts = dict(earlier.get("entries_during_run") or {}) if isinstance(earlier, dict) else {}
-    for name, usage in after.items():
-        counts[name] = counts.get(name, 0) + max(0, usage - before.get(name, 0))
+    for name, n in entered(before, after).items():
+        counts[name] = counts.get(name, 0) + n
     return {"mode": mode, **settings, "entries_during_run": counts}
+
+
+def entered(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """Entries into each idle state between two `state_entries` readings."""
+    return {name: max(0, n - before.get(name, 0)) for name, n in after.items()}
 
 
 def idle_behaviour(recorded: Any) -> str | None:

@@ -112,9 +112,8 @@ def main() -> None:
                 for setting in SETTINGS:
                     before = cpu_idle.state_entries()
                     rows[setting].append(run_process(setting, variant, threads, args))
-                    after = cpu_idle.state_entries()
-                    halts[setting] += sum(n - before.get(k, 0) for k, n in after.items()
-                                          if k != "POLL")
+                    entries = cpu_idle.entered(before, cpu_idle.state_entries())
+                    halts[setting] += sum(n for name, n in entries.items() if name != "POLL")
             base = statistics.median(r["subject_s"] for r in rows["as-is"])
             for setting in SETTINGS:
                 mid = statistics.median(r["subject_s"] for r in rows[setting])
