@@ -24,6 +24,10 @@ IQR_GROSS_WARN_THRESHOLD = 0.25
 MAX_SIGNIFICANT_FIGURES = 4
 MIN_CONFIDENCE_INTERVAL = 25e-9
 CI_LEVEL = 0.95
+# fast_level / slow_share: the quantile that stands for a call nothing slowed, and how far above
+# it a call counts as slowed.
+FAST_LEVEL_QUANTILE = 0.10
+SLOW_MARGIN = 0.15
 
 
 def _array(times: Sequence[float]) -> np.ndarray:
@@ -93,6 +97,21 @@ def quartiles(times: Sequence[float]) -> tuple[float, float]:
     """First and third quartile (linear interpolation, as `iqr`): the ends of IQR whiskers."""
     q1, q3 = np.percentile(_array(times), [25, 75])
     return float(q1), float(q3)
+
+
+def fast_level(times: Sequence[float]) -> float:
+    """The 10th percentile: the time of a call that no slow spell of the machine reached. Slow
+    spells only add time, so this level moves less between runs than the median does when a
+    record's calls sit at two levels (docs/findings.md, section 5)."""
+    return float(np.percentile(_array(times), 100 * FAST_LEVEL_QUANTILE))
+
+
+def slow_share(times: Sequence[float], level: float, margin: float = SLOW_MARGIN) -> float:
+    """The share of calls more than `margin` above `level` (a `fast_level`): how much of a
+    record the machine measured in a slow spell. When it is near one half, the median lands on
+    either level, depending on the run."""
+    a = _array(times)
+    return float(np.mean(a > level * (1.0 + margin)))
 
 
 # ----------------------------------------------------------------------------- rounds

@@ -51,7 +51,8 @@ from reportgen.style import Style
 COLUMNS = [
     "run_id", "machine", "device", "case", "direction", "size_label", "problem_size", "grid",
     "num_points", "variant", "setting", "sampling", "coils", "num_threads", "status", "reason",
-    "dtype", "median", "q1", "q3", "iqr", "mean", "ci_low", "ci_high", "ci_basis", "num_runs",
+    "dtype", "median", "q1", "q3", "iqr", "mean", "fast_level", "slow_share", "ci_low", "ci_high",
+    "ci_basis", "num_runs",
     "number_per_run", "peak_mem_bytes", "peak_mem_delta_bytes", "peak_mem_note", "rel_error",
     "tolerance", "reference", "instructions", "warnings", "notes", "started_at", "finished_at",
     "git_sha", "git_dirty", "partial", "ladder_name", "ladder", "points_per_second",
@@ -297,6 +298,15 @@ def _quartiles(times: Sequence[float]) -> tuple[float, float]:
     return stats.quartiles(times)
 
 
+def _two_levels(times: Sequence[float]) -> dict[str, float]:
+    """The fast level (10th percentile of the calls) and the share of calls more than 15 %
+    above it: where a record's median sits between a machine's fast and slow spells."""
+    if not times:
+        return {"fast_level": math.nan, "slow_share": math.nan}
+    level = stats.fast_level(times)
+    return {"fast_level": level, "slow_share": stats.slow_share(times, level)}
+
+
 def _page_faults(rec: Record) -> float | None:
     """The median over rounds of the minor page faults per timed call (CPU worker rounds only;
     None for GPU records and runs older than the count)."""
@@ -324,6 +334,7 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
                 "coils": axes["coils"], "num_threads": r.num_threads,
                 "status": r.status, "reason": r.reason or "", "dtype": r.dtype,
                 "median": r.median, "q1": q1, "q3": q3, "iqr": r.iqr, "mean": r.mean,
+                **_two_levels(r.times),
                 "ci_low": r.ci_low, "ci_high": r.ci_high, "num_runs": r.num_runs,
                 "number_per_run": r.number_per_run, "peak_mem_bytes": r.peak_mem_bytes,
                 "peak_mem_delta_bytes": r.peak_mem_delta_bytes,
@@ -341,7 +352,8 @@ def records_frame(items: Sequence[tuple[Run, Sequence[Record]]]) -> pd.DataFrame
                 "times": list(r.times),
             })
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("median", "q1", "q3", "iqr", "mean", "ci_low", "ci_high", "rel_error",
+    for col in ("median", "q1", "q3", "iqr", "mean", "fast_level", "slow_share", "ci_low",
+                "ci_high", "rel_error",
                 "tolerance", "peak_mem_bytes", "peak_mem_delta_bytes", "instructions",
                 "problem_size", "num_points", "page_faults_per_call", *EXTRA_METRICS):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench_suite import stats
 from bench_suite.formatting import format_bytes, md_escape
-from reportgen.numbers import attr, rate_text, time_interval
+from reportgen.numbers import attr, rate_text, time_interval, time_text
 from reportgen.style import DEFAULT, Style
 
 PAGE_FAULTS_TIP = ("minor page faults per timed call (median over rounds): pages of fresh "
@@ -115,12 +115,23 @@ def noise_cell(row: pd.Series) -> str:
     if math.isfinite(row["q1"]) and math.isfinite(row["q3"]):
         iv = time_interval(row["median"], row["q1"], row["q3"], 3)
         tip = f"IQR {iv.range} {iv.unit} ({share:.1f}% of the median)"
-    tip += f", {row['num_runs']} samples"
+    tip += f", {row['num_runs']} samples" + two_levels_text(row)
     if row["warnings"]:
         tip += ". " + row["warnings"]
     text = f"{share:.0f}%"
     return (f'<span class="lb-noisy" title="{attr(tip)}">⚠ {text}</span>' if row["warnings"]
             else f'<span title="{attr(tip)}">{text}</span>')
+
+
+def two_levels_text(row: pd.Series) -> str:
+    """Where the median sits between the machine's fast and slow spells: the fastest tenth of
+    the calls, and the share of calls well above it (the median follows that share from run to
+    run; Findings, section 5). Empty for rows without the columns."""
+    level, share = row.get("fast_level", math.nan), row.get("slow_share", math.nan)
+    if not (level > 0 and math.isfinite(share)):
+        return ""
+    return (f"; 10th percentile {time_text(level)}, {100 * share:.0f}% of the calls more than "
+            f"{100 * stats.SLOW_MARGIN:.0f}% slower than that")
 
 
 def error_cell(row: pd.Series) -> str:

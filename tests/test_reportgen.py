@@ -114,6 +114,9 @@ def test_frame_keeps_round_medians_and_the_median_page_faults_per_call(tmp_path)
     writer.finish(results.now_iso(), update_latest=False)
     frame = load_library(tmp_path).frame.set_index("variant")
     assert frame.loc["a", "round_medians"] == [2.0, 5.0, 8.0]
+    # the fastest tenth of the calls (1.8 s, interpolated), and the calls more than 15 % above it
+    assert frame.loc["a", "fast_level"] == pytest.approx(1.8)
+    assert frame.loc["a", "slow_share"] == pytest.approx(7 / 9)  # 3.0 to 9.0 are above 2.07
     assert frame.loc["a", "page_faults_per_call"] == 5.0
     assert math.isnan(frame.loc["b", "page_faults_per_call"])
     # the interval comes from the rounds (1.6x apart), far wider than the samples' own CI
@@ -134,6 +137,15 @@ def test_records_without_rounds_keep_the_samples_interval(tmp_path):
 
 
 # ----------------------------------------------------------------------------- tables
+
+
+def test_noise_tooltip_says_how_many_calls_ran_well_above_the_fastest_tenth():
+    row = pd.Series({"median": 2.2e-3, "iqr": 0.5e-3, "q1": 2.0e-3, "q3": 2.5e-3, "num_runs": 400,
+                     "warnings": "", "fast_level": 1.9e-3, "slow_share": 0.42})
+    cell = tables.noise_cell(row)
+    assert "400 samples; 10th percentile 1.90 ms, 42% of the calls more than 15% slower than " \
+        "that" in cell
+    assert "10th percentile" not in tables.noise_cell(row.drop(["fast_level", "slow_share"]))
 
 
 def test_memory_cell_names_many_page_faults_on_the_cpu_only():

@@ -130,3 +130,37 @@ def test_split_analyses_one_runs_even_rounds_against_its_odd_ones(tmp_path, repr
         reproducibility.main(["--split", str(run), "--runs", str(run), str(run)])
     assert exit_info.value.code == 2  # one source of runs, not two
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def two_level_run(rng: np.random.Generator, truth: np.ndarray, slow_shares: np.ndarray
+                  ) -> list:
+    """2-thread records whose calls sit at the record's level or 30 % above it (a slow spell of
+    the machine); `slow_shares` says how many of each record's calls the spell reached."""
+    records = synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.002, num_threads=2)
+    for rec, share in zip(records, slow_shares, strict=True):
+        rec.rounds = [[t * (1.3 if rng.random() < share else 1.0) for t in r]
+                      for r in rec.rounds]
+        rec.times = [t for r in rec.rounds for t in r]
+    return records
+
+
+def test_records_that_differ_by_their_slow_share_are_told_apart(tmp_path, reproducibility,
+                                                                capsys):
+    """Half the records ran mostly fast in run A and mostly slow in run B: their medians differ
+    by about 30 %, their fast levels agree, and the line on the records outside +-5 % says so."""
+    rng = np.random.default_rng(11)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 20))
+    shares_a = np.array([0.2] * 10 + [0.0] * 10)
+    shares_b = np.array([0.6] * 10 + [0.0] * 10)
+    a = store(tmp_path, "a", two_level_run(rng, truth, shares_a))
+    b = store(tmp_path, "b", two_level_run(rng, truth, shares_b))
+    assert reproducibility.main(["--runs", str(a), str(b), "--tries", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "medians within +-5%:  50.0% (10 of 20)" in out
+    assert "10th percentile 100%" in out
+    line = next(s for s in out.splitlines() if "records outside +-5 %" in s)
+    assert line.startswith("  records outside +-5 %: 10; their fast level (10th percentile) "
+                           "within +-5 % in 10;")
+    gap = re.search(r"differs between the runs by (\d+) percentage points on average "
+                    r"\((\d+) for the records inside\)", line)
+    assert gap and 30 <= int(gap[1]) <= 50 and int(gap[2]) <= 5

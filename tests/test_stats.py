@@ -181,3 +181,30 @@ def test_median_interval_is_centred_on_the_median_and_covers_95_percent():
         hits += low <= 1.0 <= high
     # a fixed prior variance makes Student's t a little conservative (97 % here)
     assert 0.93 <= hits / tries <= 0.98
+
+
+def test_fast_level_and_slow_share_hand_values():
+    times = [1.0] * 6 + [1.1, 1.2, 2.0, 2.0]
+    assert stats.fast_level(times) == 1.0
+    # 1.1 is within 15 % of the fast level; 1.2 and the two 2.0 are not
+    assert stats.slow_share(times, 1.0) == pytest.approx(0.3)
+    assert stats.slow_share(times, 1.0, margin=0.05) == pytest.approx(0.4)
+    assert stats.slow_share(times, 2.0) == 0.0
+    with pytest.raises(ValueError):
+        stats.fast_level([])
+
+
+def test_fast_level_holds_while_the_median_follows_the_slow_share():
+    """Calls at two levels, 1.0 and 1.3: as more calls fall in the slow spell the median jumps
+    from one level to the other while the fast level stays."""
+    rng = np.random.default_rng(0)
+
+    def calls(share_slow: float) -> np.ndarray:
+        slow = rng.random(400) < share_slow
+        return np.where(slow, 1.3, 1.0) * (1 + np.abs(rng.normal(0, 0.01, 400)))
+
+    few, many = calls(0.3), calls(0.7)
+    assert stats.median(many) / stats.median(few) > 1.25
+    assert stats.fast_level(many) / stats.fast_level(few) == pytest.approx(1.0, abs=0.02)
+    assert stats.slow_share(few, 1.0) == pytest.approx(0.3, abs=0.06)
+    assert stats.slow_share(many, 1.0) == pytest.approx(0.7, abs=0.06)

@@ -1,0 +1,56 @@
+"""benchmarks/findings/estimators.py on stored A/A pairs: which statistic agrees, and why."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_reproducibility import store, two_level_run
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "findings" / "estimators.py"
+
+
+@pytest.fixture(scope="module")
+def estimators():
+    spec = importlib.util.spec_from_file_location("estimators", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["estimators"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fast_level_agrees_where_the_median_follows_the_slow_share(tmp_path, estimators,
+                                                                         capsys):
+    rng = np.random.default_rng(4)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 10))
+    pair = tmp_path / "pair"  # what `reproducibility.py --results-dir pair` leaves: two runs
+    store(tmp_path, "pair", two_level_run(rng, truth, np.array([0.2] * 5 + [0.0] * 5)))
+    store(tmp_path, "pair", two_level_run(rng, truth, np.array([0.6] * 5 + [0.0] * 5)))
+    assert estimators.main([str(pair)]) == 0
+    out = capsys.readouterr().out
+    table = {line[:34].strip(): line[34:].strip() for line in out.splitlines()[2:10]}
+    assert table["median (published)"] == "50% (50%)"
+    assert table["10th percentile (fast level)"] == "100% (100%)"
+    assert table["minimum"] == "100% (100%)"
+    summary = next(line for line in out.splitlines() if line.startswith("pair: "))
+    assert summary.startswith("pair: 5 of 10 outside; fast level within +-5 % for 5 of them;")
+    listed = [line for line in out.splitlines() if line.startswith("    median ")]
+    assert len(listed) == 5
+    for line in listed:
+        before, after = re.search(r"slow share +(\d+)% -> +(\d+)%", line).groups()
+        assert int(before) < 40 and int(after) > 45
+
+
+def test_a_folder_without_a_pair_is_refused_in_one_line(tmp_path, estimators, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as exit_info:
+        estimators.main([str(tmp_path / "empty")])
+    assert exit_info.value.code == "estimators: empty holds 0 runs; an A/A pair is two"
+    with pytest.raises(SystemExit) as exit_info:
+        estimators.main([])
+    assert exit_info.value.code == 2
+    assert "name at least one folder" in capsys.readouterr().err
