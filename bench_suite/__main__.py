@@ -255,7 +255,8 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
             "guard": not args.no_guard, "fresh_workers": bool(args.fresh_workers),
             "max_remeasure": 1 if args.max_remeasure is None
             else args.max_remeasure,
-            "worker_env": extra_env, "pin_cpu": args.pin_cpu or "none",
+            "worker_env": extra_env,
+            "pin_cpu": args.pin_cpu or ("none" if args.in_process else affinity.DEFAULT_MODE),
             "host_state": args.host_state or "read",
             "malloc": None if args.in_process else args.malloc or "steady",
             "cpu_idle": args.cpu_idle or "as-is",
@@ -541,9 +542,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="times a group is measured again when the guard finds the machine "
                         "changed (default 1)")
     p.add_argument("--pin-cpu", choices=list(affinity.MODES), default=None,
-                   help="quietest: pin each 1-thread measurement to the vCPU whose state probe "
-                        "reads fastest just before its warm-up (default none: it did not make "
-                        "runs agree better here; see methodology)")
+                   help="one (default): a 1-thread measurement has its whole process, every "
+                        "thread, on one vCPU (one thread is one CPU for every library); "
+                        "quietest: on the vCPU whose state probe reads fastest just before its "
+                        "warm-up; none: wherever the scheduler puts its threads (see "
+                        "methodology, Threads)")
     p.add_argument("--host-state", choices=list(hoststate.MODES), default=None,
                    help="read (default): read the host's state probe around every round; wait: "
                         "also wait, before each round's warm-up, until the probe reads quiet "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -189,7 +190,7 @@ class RunSettings:
     metric_instructions: bool = False
     handler_factory: Callable[[str, str], Any] = make_handler
     first_call: bool = False  # time the process's first call (the accuracy study)
-    pin_cpu: str = "none"  # "quietest": pin 1-thread timing to the quietest vCPU (affinity)
+    pin_cpu: str = "none"  # "one" / "quietest": a 1-thread process on one vCPU (affinity)
     host_state: str = "read"  # "wait": wait for the host's quiet state before warm-up (hoststate)
     quiet_level_s: float | None = None  # the runner's quiet level so far, for "wait"
 
@@ -263,7 +264,20 @@ def _check_in_process(prep: Prepared, first_error: float, tolerance: float) -> f
 
 def measure(item: PlanItem, settings: RunSettings,
             expected_seconds: float | None = None) -> tuple[Record, float]:
-    """Prepare, validate and time one benchmark; never raises except KeyboardInterrupt.
+    """Prepare, validate and time one benchmark; never raises except KeyboardInterrupt. A
+    1-thread benchmark has the whole process on one vCPU (`affinity.one_cpu`): from the start,
+    or from the vCPU `--host-state wait` chose on; its record says which."""
+    waits = settings.host_state == "wait" and bool(settings.quiet_level_s)
+    with affinity.one_cpu(settings.pin_cpu, item.num_threads, pin_now=not waits) as pick:
+        rec, seconds = _measure(item, settings, expected_seconds)
+    if pick is not None and affinity.EXTRA_KEY not in rec.extra:
+        rec.extra[affinity.EXTRA_KEY] = [pick]  # a list: one per round (orchestrate)
+    return rec, seconds
+
+
+def _measure(item: PlanItem, settings: RunSettings,
+             expected_seconds: float | None) -> tuple[Record, float]:
+    """`measure` without the pinning.
 
     Returns the record and the seconds spent inside timed calls. At the small size the output is
     validated twice (cheap there): two different answers in one process make the record
@@ -304,6 +318,11 @@ def measure(item: PlanItem, settings: RunSettings,
             clock.lap("validate")
             rec.extra[hoststate.WAIT_KEY] = [hoststate.wait_for_quiet(settings.quiet_level_s,
                                                                       item.num_threads)]
+            if item.num_threads == 1 and settings.pin_cpu != "none":
+                quiet_cpus = os.sched_getaffinity(0)  # where the wait left this thread
+                affinity.pin_process(quiet_cpus)  # every thread of the process there
+                if len(quiet_cpus) == 1:
+                    rec.extra[affinity.EXTRA_KEY] = [{"cpu": min(quiet_cpus)}]
             clock.lap(WAIT_PHASE)
         state_before = hoststate.state_reading(item.num_threads)
         result = handler.blocked_autorange(

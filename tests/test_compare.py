@@ -352,6 +352,8 @@ def test_runs_whose_workers_had_different_environments_say_so(tmp_path, capsys):
     ("host_state", "wait", "host state: read -> wait"),
     # `--cpu-idle poll` made 2-thread calls 1.4-2x faster on a guest.
     ("cpu_idle", "poll", "idle CPUs: as-is -> poll"),
+    # `--pin-cpu one` made torchkbnufft's 1-thread adjoint 1.3x faster (runs before it: none).
+    ("pin_cpu", "one", "1-thread processes pinned: none -> one"),
 ])
 def test_a_run_setting_that_moves_times_is_named_against_a_run_without_it(tmp_path, setting,
                                                                          mode, named):
