@@ -258,6 +258,21 @@ def cpu_idle_text(idle: dict) -> str | None:
     return f"{text} ({setup}); see Findings, “Idle vCPUs”"
 
 
+def one_thread_text(settings: dict, in_process: bool) -> str:
+    """Where the run's 1-thread measurements ran: one vCPU, or wherever the scheduler put a
+    library's helper threads (runs before 2026-12-06 and `--pin-cpu none`)."""
+    mode = settings.get("pin_cpu", "none")
+    if mode == "one":
+        return "each process pinned whole, every thread, to one vCPU (--pin-cpu one)"
+    if mode == "quietest":
+        return ("each process pinned whole to the quieter vCPU, read before its warm-up "
+                "(--pin-cpu quietest)")
+    where = "in one process" if in_process else "free"
+    return (f"not pinned ({where}; --pin-cpu none): a library's helper threads could use a "
+            "second vCPU (torchkbnufft's adjoint ran 1.3–1.4× slower so on a 2-vCPU machine); "
+            "see Findings, “One thread, two vCPUs”")
+
+
 def environment(run: Run) -> list[tuple[str, str]]:
     """The rows of a run's environment table: what a reader needs to judge and reproduce it.
     Values are Markdown, safe inside a table cell; no absolute path is shown."""
@@ -298,6 +313,9 @@ def environment(run: Run) -> list[tuple[str, str]]:
     idle_text = cpu_idle_text(idle) if isinstance(idle, dict) else None
     if idle_text:
         rows.append(("idle CPUs", md_escape(idle_text)))
+    settings = m.settings if isinstance(m.settings, dict) else {}
+    rows.append(("1-thread processes", md_escape(one_thread_text(
+        settings, bool(settings.get("in_process"))))))
     rows.append(("settings", md_escape(public_text(", ".join(
         f"{k}={json.dumps(v)}" for k, v in m.settings.items()) or "?"))))
     return rows

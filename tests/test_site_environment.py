@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench_suite import environment
 from bench_suite.results import Machine
-from reportgen.pages import cpu_description, host_state_text, vm_description
+from reportgen.pages import cpu_description, host_state_text, one_thread_text, vm_description
 from reportgen.site import public_text
 
 CPUINFO = """processor\t: 0
@@ -103,3 +103,13 @@ def test_a_run_measured_in_the_quiet_state_only_says_so_first():
     stopped = host_state_text({"mode": "wait", "quiet_rounds": 1, "rounds_read": 2,
                                "wait_given_up": {"2": "6 unit rounds with 2 thread(s) in a row"}})
     assert stopped is not None and "waiting stopped part-way: 6 unit rounds with 2" in stopped
+
+
+def test_the_table_says_whether_one_thread_meant_one_vcpu():
+    assert one_thread_text({"pin_cpu": "one"}, False).startswith(
+        "each process pinned whole, every thread, to one vCPU")
+    assert "quieter vCPU" in one_thread_text({"pin_cpu": "quietest"}, False)
+    older = one_thread_text({}, False)  # runs before 2026-12-06 did not record the setting
+    assert older.startswith("not pinned (free; --pin-cpu none)")
+    assert older.endswith("see Findings, “One thread, two vCPUs”")
+    assert one_thread_text({"pin_cpu": "none"}, True).startswith("not pinned (in one process;")
