@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from script_module import load_script
 from test_reproducibility import store, two_level_run
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "findings" / "estimators.py"
 
 
 @pytest.fixture(scope="module")
 def estimators():
-    spec = importlib.util.spec_from_file_location("estimators", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["estimators"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/findings/estimators.py")
 
 
 def test_the_fast_level_agrees_where_the_median_follows_the_slow_share(tmp_path, estimators,

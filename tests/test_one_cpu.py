@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 import threading
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "findings" / "one_cpu.py"
+from script_module import load_script
 
 
 @pytest.fixture(scope="module")
 def one_cpu():
-    spec = importlib.util.spec_from_file_location("one_cpu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["one_cpu"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/findings/one_cpu.py")
 
 
 def test_thread_ticks_sees_a_busy_helper_thread_and_its_vcpu(one_cpu):

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from script_module import load_script
 from test_round_rule import synthetic_run
 
 from bench_suite import results, runner
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "reproducibility.py"
-
 
 @pytest.fixture(scope="module")
 def reproducibility():
-    spec = importlib.util.spec_from_file_location("reproducibility", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["reproducibility"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/reproducibility.py")
 
 
 def store(tmp_path: Path, name: str, records) -> Path:
