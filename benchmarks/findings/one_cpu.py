@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from unknown_choice import unknown_choice
+
 SETTINGS = ("free", "pinned")
 
 
@@ -96,16 +98,9 @@ def run_process(args: argparse.Namespace, setting: str) -> dict:
 
 def refuse_unknown(args: argparse.Namespace) -> None:
     """One line naming an unknown case, direction, size or variant, before any process starts."""
-    from bench_suite.cases import CASES
-
-    case = CASES.get(args.case)
-    if case is None:
-        sys.exit(f"one_cpu: unknown case {args.case!r}; cases: {', '.join(CASES)}")
-    for what, value, known in (("direction", args.direction, case.directions),
-                               ("size", args.size, [size.label for size in case.sizes]),
-                               ("variant", args.variant, [v.id for v in case.variants])):
-        if value not in known:
-            sys.exit(f"one_cpu: {args.case} has no {what} {value!r}; it has {', '.join(known)}")
+    problem = unknown_choice(args.case, args.direction, args.size, args.variant)
+    if problem:
+        sys.exit(f"one_cpu: {problem}")
 
 
 def main(argv: list[str] | None = None) -> int:
