@@ -175,8 +175,9 @@ def run_setting(args: argparse.Namespace, name: str, seconds: float) -> list[lis
 
     threads, idle_mode, placement = SETTINGS[name]
     cpus = sorted(os.sched_getaffinity(0))
-    if any(p is not None and p >= len(cpus) for p in placement):
-        return f"skipped: needs {len(placement)} vCPUs, this process may use {len(cpus)}"
+    needed = max((p + 1 for p in placement if p is not None), default=1)
+    if needed > len(cpus):
+        return f"skipped: needs {needed} vCPUs, this process may use {len(cpus)}"
     env = worker.worker_env(threads, 0, extra={"OMP_WAIT_POLICY": "PASSIVE",
                                                **worker.malloc_env("steady")})
     cmd = [sys.executable, __file__, "--child", "--threads", str(threads), "--case", args.case,
