@@ -120,6 +120,10 @@ def _check_run_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--seed must be a non-negative integer below 2**63, got {args.seed}")
     if args.max_remeasure is not None and args.max_remeasure < 0:
         raise UsageError(f"--max-remeasure must be >= 0, got {args.max_remeasure}")
+    if args.min_run_time is not None and not (math.isfinite(args.min_run_time)
+                                              and args.min_run_time > 0):
+        raise UsageError(f"--min-run-time must be a positive number of seconds, got "
+                         f"{args.min_run_time:g}")
 
 
 @dataclass
@@ -231,6 +235,8 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         preset = _timing_preset(args.preset or "full", study_sel)
         if args.memory_pass:
             preset = replace(preset, memory_pass=True)
+        if args.min_run_time is not None:
+            preset = runner.with_min_run_time(preset, args.min_run_time)
         hash_seed = 0 if args.hash_seed is None else args.hash_seed
         policy = args.omp_wait_policy or "passive"
         extra_env = {} if policy == "library" else {"OMP_WAIT_POLICY": policy.upper()}
@@ -293,7 +299,9 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
         state.writer = writer = RunWriter.create(results_dir, meta, patch=patch)
 
     preset = _timing_preset(sel["preset"], sel if sel.get("study") else None)
-    preset = replace(preset, memory_pass=sel.get("memory_pass", preset.memory_pass))
+    preset = replace(preset, memory_pass=sel.get("memory_pass", preset.memory_pass),
+                     min_run_time=sel.get("min_run_time", preset.min_run_time),
+                     max_run_time=sel.get("max_run_time", preset.max_run_time))
     items = shard.restrict(_plan(sel), writer.metadata)
     if not items:
         raise UsageError("the selection matches no benchmark (a variant may not run on the "
@@ -521,6 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="data seed (default 0)")
     p.add_argument("--rounds", type=int, default=None,
                    help="rounds per benchmark, each in fresh processes (default: the preset's)")
+    p.add_argument("--min-run-time", type=float, default=None, metavar="SECONDS",
+                   help="seconds of samples each round takes at least (default: the preset's; "
+                        "full estimates it per benchmark from a pilot call)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds one worker job may take before it is killed (default 600)")
     p.add_argument("--hash-seed", type=int, default=None,

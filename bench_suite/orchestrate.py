@@ -477,10 +477,11 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
             new = _measure_unit_round(item, r, acc, executor, summary)
             rec = add_round(acc, new, r, position, orch.rounds)
             stored[key] = rec
-            writer.add(rec)
+            writer.journal(rec)  # results.json is rewritten once the group's round is judged
             measured.append(key)
             bar.step(_describe(item, r, orch.rounds))
         if before is None or baseline is None or not measured:
+            writer.add_many([stored[key] for key in measured])
             return
         verdict = guard.judge(before, guard.read(), baseline)
         for key in measured:
@@ -498,7 +499,7 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
                     continue
                 earlier.extra.setdefault("guard", []).extend(stored[key].extra["guard"][-1:])
                 stored[key] = earlier
-                writer.add(earlier)
+                writer.journal(earlier)
             continue
         summary.unstable_groups += 1
         for key in measured:

@@ -55,7 +55,7 @@ _RESUME_FIXED = (
     ("--omp-wait-policy", "omp_wait_policy"), ("--study", "study"),
     ("--sampling", "sampling"), ("--coils", "coils"), ("--ladder", "ladder"),
     ("--pin-cpu", "pin_cpu"), ("--malloc", "malloc"), ("--host-state", "host_state"),
-    ("--cpu-idle", "cpu_idle"),
+    ("--cpu-idle", "cpu_idle"), ("--min-run-time", "min_run_time"),
 )
 # Switches a resumed run accepts only where they say what its stored settings say:
 # (flag, argument name, settings key, the setting the switch means).
@@ -168,6 +168,11 @@ def stored_settings_problem(settings: Any, machine: Any, cases: Mapping[str, Any
     if timeout is not None and not (isinstance(timeout, (int, float)) and not isinstance(
             timeout, bool) and math.isfinite(timeout) and timeout > 0):
         checks.append(("timeout", "expected a positive number of seconds"))
+    for key in ("min_run_time", "max_run_time"):
+        value = settings.get(key)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(
+                value, bool) and math.isfinite(value) and value > 0):
+            checks.append((key, "expected a positive number of seconds"))
     if settings.get("metric", "time") not in ("time", "instructions"):
         checks.append(("metric", "expected time or instructions"))
     for key in ("in_process", "determinism_check", "guard", "fresh_workers"):

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench_suite import affinity, hoststate, privacy, stats
@@ -78,6 +78,13 @@ PRESETS = {
                     min_run_time=0.05, max_run_time=0.5, rounds=2, max_warmup_time=0.5,
                     min_warmup_time=0.1, memory_pass=False),
 }
+
+
+def with_min_run_time(preset: Preset, seconds: float) -> Preset:
+    """`preset` sampling at least `seconds` a round; its cap rises to twice that where it was
+    lower, so the floor is reached rather than cut off by the cap."""
+    return replace(preset, min_run_time=seconds, max_run_time=max(preset.max_run_time,
+                                                                  2 * seconds))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import subprocess
 import sys
@@ -48,10 +49,10 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
     before = set(list_runs(results_dir))
     cmd = [sys.executable, "-m", "bench_suite", "run", "--preset", args.preset, "--threads",
            args.threads, "--results-dir", str(results_dir), "--machine", "aa", "--no-progress"]
-    for flag in ("case", "size", "direction", "variant", "rounds"):
+    for flag in ("case", "size", "direction", "variant", "rounds", "min_run_time"):
         value = getattr(args, flag)
         if value:
-            cmd += [f"--{flag}", str(value)]
+            cmd += [f"--{flag.replace('_', '-')}", str(value)]
     if args.fresh_workers:
         cmd.append("--fresh-workers")
     if args.pin_cpu:
@@ -70,20 +71,45 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
     return new, wall
 
 
-def ok_records(run_dir: Path, first_rounds: int | None = None) -> dict[tuple, Record]:
+def ok_records(run_dir: Path, first_rounds: int | None = None,
+               first_seconds: float | None = None) -> dict[tuple, Record]:
     try:
-        _, records = load_run(run_dir)
+        metadata, records = load_run(run_dir)
     except ResultsError as e:
         sys.exit(f"reproducibility: {e}")
     ok = [r for r in records if r.status == "ok"]
     if first_rounds:
         ok = [first_rounds_of(r, first_rounds) for r in ok]
+    if first_seconds:
+        min_runs = int(metadata.settings.get("min_runs") or 1)
+        ok = [first_seconds_of(r, first_seconds, min_runs) for r in ok]
     return {r.key(): analysis.with_statistics(r) for r in ok}
 
 
 def first_rounds_of(rec: Record, k: int) -> Record:
     """The record as if only its first `k` rounds had been measured."""
     return rounds_of(rec, list(range(min(k, len(rec.rounds)))))
+
+
+def first_seconds_of(rec: Record, seconds: float, min_runs: int) -> Record:
+    """The record as if each round had sampled only `seconds` (and at least `min_runs` samples),
+    by the sampler's stop rule: its samples up to the first whose running total reaches
+    `seconds`. The samples kept are those the shorter round would have taken, in the same
+    process at the same moment, so a longer and a shorter sampling are compared on one host
+    state."""
+    rounds = [_first_seconds(r, seconds / max(rec.number_per_run, 1), min_runs) for r in rec.rounds]
+    out = dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+    runner.fill_summary(out)
+    return out
+
+
+def _first_seconds(samples: list[float], seconds: float, min_runs: int) -> list[float]:
+    total = 0.0
+    for i, t in enumerate(samples):
+        total += t
+        if i + 1 >= min_runs and total >= seconds:
+            return list(samples[:i + 1])
+    return list(samples)
 
 
 def rounds_of(rec: Record, keep: list[int]) -> Record:
@@ -102,10 +128,11 @@ def rounds_of(rec: Record, keep: list[int]) -> Record:
     return out
 
 
-def split_run(run_dir: Path) -> tuple[dict[tuple, Record], dict[tuple, Record]]:
+def split_run(run_dir: Path, first_seconds: float | None = None
+              ) -> tuple[dict[tuple, Record], dict[tuple, Record]]:
     """One run's even and odd rounds as two runs: an A/A pair measured interleaved, round by
     round, in one sitting (what comparing two builds round by round would see)."""
-    records = ok_records(run_dir)
+    records = ok_records(run_dir, first_seconds=first_seconds)
     short = [r for r in records.values() if len(r.rounds) < 2]
     if short:
         sys.exit(f"reproducibility: --split needs at least 2 rounds per record; {short[0].name()} "
@@ -384,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first-rounds", type=int, metavar="K",
                    help="analyse only the first K rounds of each record (with --rounds: what a "
                         "K-round run would have given, from the same runs)")
+    p.add_argument("--min-run-time", type=float, metavar="SECONDS",
+                   help="passed to both runs: seconds of samples per round at least")
+    p.add_argument("--first-seconds", type=float, metavar="S",
+                   help="analyse only each round's first S seconds of samples (with a longer "
+                        "--min-run-time: what shorter rounds would have given, from the same runs)")
     p.add_argument("--results-dir", help="keep the two runs here (default: a temporary folder)")
     p.add_argument("--threshold", type=float, default=0.05)
     p.add_argument("--alpha", type=float, default=0.01)
@@ -394,11 +426,15 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("rounds", "first_rounds", "tries"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be at least 1")
+    for flag in ("min_run_time", "first_seconds"):
+        value = getattr(args, flag)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            p.error(f"--{flag.replace('_', '-')} must be a positive number of seconds")
 
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     if args.split:
         print(f"{args.split}: even rounds (A) against odd rounds (B)")
-        return 0 if report(*split_run(Path(args.split)), args) else 1
+        return 0 if report(*split_run(Path(args.split), args.first_seconds), args) else 1
     if args.runs:
         run_a, run_b = (Path(r) for r in args.runs)
     else:
@@ -415,8 +451,10 @@ def main(argv: list[str] | None = None) -> int:
 def analyse(run_a: Path, run_b: Path, args: argparse.Namespace) -> bool:
     if args.first_rounds:
         print(f"analysing the first {args.first_rounds} round(s) of each record")
-    return report(ok_records(run_a, args.first_rounds), ok_records(run_b, args.first_rounds),
-                  args)
+    if args.first_seconds:
+        print(f"analysing the first {args.first_seconds:g} s of samples of each round")
+    return report(*(ok_records(run, args.first_rounds, args.first_seconds)
+                    for run in (run_a, run_b)), args)
 
 
 if __name__ == "__main__":
