@@ -48,7 +48,7 @@ class Preset:
     sizes: tuple[str, ...]
     num_warmup: int
     min_runs: int
-    min_run_time: float | None  # None: pilot estimation (methodology)
+    min_run_time: float | None  # None: the seed methodology's pilot estimate
     max_run_time: float
     rounds: int = 1
     max_warmup_time: float | None = None
@@ -68,14 +68,15 @@ class Preset:
 
 
 PRESETS = {
-    # Warmup floor 0.2 s (twice the thread-pool transient), cap 1 s and 3 s of samples a round:
-    # rounds vary far more between processes than the samples within one (methodology).
+    # Warmup floor 0.2 s (twice the thread-pool transient), cap 1 s. At least 0.4 s of samples a
+    # round, so a round spans several of a shared host's sub-second slow spells instead of
+    # landing inside one (methodology, "Sampling time"); at most 3 s.
     "full": Preset("full", ("small", "medium", "large"), num_warmup=3, min_runs=5,
-                   min_run_time=None, max_run_time=3.0, rounds=3, max_warmup_time=1.0,
+                   min_run_time=0.4, max_run_time=3.0, rounds=3, max_warmup_time=1.0,
                    min_warmup_time=0.2),
     # A smoke run: host peak memory is left to the full preset (its pass is a process per unit).
     "quick": Preset("quick", ("small",), num_warmup=3, min_runs=5,
-                    min_run_time=0.05, max_run_time=0.5, rounds=2, max_warmup_time=0.5,
+                    min_run_time=0.2, max_run_time=0.5, rounds=2, max_warmup_time=0.5,
                     min_warmup_time=0.1, memory_pass=False),
 }
 

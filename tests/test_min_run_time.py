@@ -22,13 +22,14 @@ def test_a_longer_floor_raises_a_lower_cap_with_it():
 def test_each_round_samples_at_least_the_time_asked_and_the_run_records_it(tmp_path,
                                                                          monkeypatch):
     fake = Fake(variants=("good",))
-    assert run(monkeypatch, tmp_path, fake, "--min-run-time", "0.12") == 0
+    assert run(monkeypatch, tmp_path, fake, "--min-run-time", "0.08") == 0
     (run_dir,) = run_dirs(tmp_path)
     metadata, (rec,) = load_run(run_dir)
-    assert metadata.settings["min_run_time"] == 0.12
+    assert metadata.settings["min_run_time"] == 0.08
     assert metadata.settings["max_run_time"] == runner.PRESETS["quick"].max_run_time
-    assert rec.extra["min_run_time"] == 0.12
-    # The quick preset's own floor (0.05 s) would stop after about 25 calls of 2 ms.
-    assert sum(rec.times) * rec.number_per_run >= 0.12
-    assert len(rec.times) >= 0.12 / (2 * CALL_SECONDS)
-    assert json.loads((run_dir / "metadata.json").read_text())["settings"]["min_run_time"] == 0.12
+    assert rec.extra["min_run_time"] == 0.08
+    # Sampling stopped at the first call past 0.08 s, not at the quick preset's own 0.2 s.
+    sampled = sum(rec.times) * rec.number_per_run
+    assert 0.08 <= sampled < runner.PRESETS["quick"].min_run_time
+    assert len(rec.times) >= 0.08 / (3 * CALL_SECONDS)
+    assert json.loads((run_dir / "metadata.json").read_text())["settings"]["min_run_time"] == 0.08
