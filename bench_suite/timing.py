@@ -7,7 +7,9 @@ compilation; then either
 - per-iteration mode (`data_gen_fn` given): generate fresh inputs before each call, outside the
   timed region (so small inputs are not served from a warm cache), and time each call alone.
 Sampling stops once there are `min_runs` samples and `min_run_time` seconds of them, or when the
-next sample would pass `max_run_time`. Both limits count only the kept samples.
+next sample would pass `max_run_time`: both count only the kept samples. It also stops once the
+sampling has lasted `WALL_CAP_FACTOR` times `max_run_time` of wall time, the untimed input
+generation included.
 
 This module knows nothing about the operators it times.
 """
@@ -29,6 +31,7 @@ BLOCK_TARGET_S = 5e-3  # a calibrated block lasts longer than this
 PILOT_CLAMP = (0.01, 0.5)  # the pilot's min_run_time estimate is clamped to this range
 ADAPTIVE_MIN_SAMPLES = 4
 MAX_BLOCK = 2**20  # calibration stops here even if no block reaches 5 ms (a fake clock)
+WALL_CAP_FACTOR = 4.0  # a round's sampling stops after this many times max_run_time of wall time
 
 
 class HandlerError(RuntimeError):
@@ -379,9 +382,15 @@ class BaseHandler:
                 calls = 1
 
         mrt = float(min_run_time) if min_run_time is not None else estimate_min_run_time(pilot)
+        started = time.perf_counter()
         while not times or not enough(times, spent, mrt):
-            # max_run_time wins: stop when the next sample (as long as the last) would pass it.
-            if times and max_run_time is not None and spent + times[-1] * n > max_run_time:
+            # max_run_time wins: stop when the next sample (as long as the last) would pass it,
+            # or once the samples with their untimed input generation have lasted
+            # WALL_CAP_FACTOR times as long (a 1 us call with 30 us of fresh input would take 30
+            # times its floor in wall time; the suite's own units stayed below 3 times).
+            if times and max_run_time is not None and (
+                    spent + times[-1] * n > max_run_time
+                    or time.perf_counter() - started > WALL_CAP_FACTOR * max_run_time):
                 break
             t = one()
             probe.sample()

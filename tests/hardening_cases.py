@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from run_options import BRIEF_SAMPLING
 
 from bench_suite import __main__ as cli
 from bench_suite.cases.base import Case, Prepared, Size, Validation, Variant
@@ -60,7 +61,7 @@ def run(monkeypatch, results_dir: Path, fake: Fake, *args: str) -> int:
     monkeypatch.setattr("bench_suite.cases.CASES", {"fake": fake.case})
     resume = "--resume" in args
     fixed = [] if resume else ["--preset", "quick", "--threads", "1", "--machine", "m",
-                               "--rounds", "1"]
+                               "--rounds", "1", *BRIEF_SAMPLING]
     return cli.main(["run", *fixed, "--results-dir", str(results_dir), "--in-process",
                      "--no-guard", "--no-progress", *args])
 

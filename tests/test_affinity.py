@@ -15,6 +15,7 @@ from bench_suite import __main__ as cli
 from bench_suite import affinity, hoststate, orchestrate, results, runner, worker
 
 sys.path.insert(0, str(Path(__file__).parent))
+from run_options import BRIEF_SAMPLING
 from test_runner import BRIEF, make_case  # noqa: E402
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -160,7 +161,7 @@ def test_a_worker_run_pins_its_one_thread_rounds_and_the_parent_stays_free(tmp_p
     try:
         before = affinity.allowed_cpus()
         code = cli.main(["run", "--preset", "quick", "--case", worker_doubles.CASE_ID,
-                         "--variant", "good", "--threads", "1", "--rounds", "2",
+                         "--variant", "good", "--threads", "1", "--rounds", "2", *BRIEF_SAMPLING,
                          *(["--pin-cpu", mode] if mode else []), "--results-dir", str(tmp_path),
                          "--no-progress", "--machine", "m", "--no-guard"])
     finally:
@@ -184,7 +185,7 @@ def test_an_in_process_run_pins_nothing(tmp_path):
     code = cli.main(["run", "--preset", "quick", "--case", "nufft2d", "--variant", "sigpy",
                      "--size", "small", "--direction", "forward", "--threads", "1",
                      "--in-process", "--results-dir", str(tmp_path), "--no-progress",
-                     "--machine", "m", "--no-guard", "--rounds", "1"])
+                     "--machine", "m", "--no-guard", "--rounds", "1", *BRIEF_SAMPLING])
     meta, (rec,) = results.load_run(tmp_path / "latest")
     assert code == 0 and meta["settings"]["pin_cpu"] == "none"
     assert affinity.EXTRA_KEY not in rec.extra

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from run_options import BRIEF_SAMPLING
 
 from bench_suite import __main__ as cli
 from bench_suite import results
@@ -37,7 +38,7 @@ def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     code = cli.main(["run", "--preset", "quick", "--case", "nufft2d,interp2d,blocks3d",
                      "--direction", "forward", "--threads", "1", "--results-dir", str(out),
-                     "--no-progress", "--machine", "ci"])
+                     "--no-progress", "--machine", "ci", *BRIEF_SAMPLING])
     return code, out
 
 

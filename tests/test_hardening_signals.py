@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from hardening_cases import Fake, one_line, run
+from run_options import BRIEF_SAMPLING
 from test_worker import _processes_with
 
 from bench_suite import results
@@ -140,7 +141,7 @@ def test_sigterm_while_worker_processes_start(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", "import worker_doubles, sys; from bench_suite.__main__ import "
          "main; sys.exit(main())", "run", "--preset", "quick", "--case", "doubles",
-         "--variant", "good", "--threads", "1", "--rounds", "1", "--results-dir",
+         "--variant", "good", "--threads", "1", "--rounds", "1", *BRIEF_SAMPLING, "--results-dir",
          str(tmp_path / "res"), "--no-progress", "--no-guard", "--no-determinism-check"],
         env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None

@@ -21,6 +21,7 @@ from bench_suite.results import RunWriter
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))
 import worker_doubles  # noqa: E402
+from run_options import BRIEF_SAMPLING  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,8 @@ def run(results_dir: Path, *args: str, stop_before_finishing: bool = False) -> i
         resume = "--resume" in args
         fixed = [] if resume else ["--preset", "quick", "--case", worker_doubles.CASE_ID,
                                    "--threads", "1", "--rounds", "1", "--timeout", "20",
-                                   "--machine", "m", "--no-guard", "--no-determinism-check"]
+                                   "--machine", "m", "--no-guard", "--no-determinism-check",
+                                   *BRIEF_SAMPLING]
         return cli.main(["run", *fixed, "--results-dir", str(results_dir), "--no-progress",
                          *args])
 

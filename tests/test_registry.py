@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from run_options import BRIEF_SAMPLING
 
 from bench_suite import environment, runner
 from bench_suite.cases import CASES, blocks, catalogue, registry
@@ -177,7 +178,7 @@ def test_a_library_added_through_the_registry_is_charted_in_its_colour(tmp_path)
         assert cli.main(["run", "--in-process", "--preset", "quick", "--case", "blocks3d",
                          "--size", "small", "--variant", "numpy-blocks,sigpy", "--threads", "1",
                          "--rounds", "1", "--no-guard", "--no-progress", "--machine", "m",
-                         "--results-dir", str(store)]) == 0
+                         *BRIEF_SAMPLING, "--results-dir", str(store)]) == 0
     assert "numpy-blocks" not in registry.ids()  # the report needs only the stored catalogue
     assert report(["--results-dir", str(store), "--docs-dir", str(docs), "--profiles-dir",
                    str(tmp_path / "none")]) == 0

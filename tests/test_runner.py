@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from run_options import BRIEF_SAMPLING
 
 from bench_suite import __main__ as cli
 from bench_suite import orchestrate, results, runner
@@ -107,7 +108,8 @@ def test_execute_isolates_failures_and_sets_statuses(tmp_path):
 def run_cli(tmp_path, monkeypatch, case, *args) -> int:
     monkeypatch.setattr("bench_suite.cases.CASES", {"fake": case})
     resume = "--resume" in args
-    return cli.main(["run", *([] if resume else ["--preset", "quick", "--threads", "1"]),
+    return cli.main(["run", *([] if resume else ["--preset", "quick", "--threads", "1",
+                                                  *BRIEF_SAMPLING]),
                      "--results-dir", str(tmp_path), "--in-process", "--no-guard",
                      "--no-progress", *([] if resume else ["--machine", "m"]), *args])
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench_suite import stats
+from bench_suite import stats, timing
 from bench_suite.timing import (
     CupyHandler,
     HandlerError,
@@ -283,6 +283,19 @@ def test_real_clock_per_iteration_busy_loop():
     assert res.number_per_run == 1
     assert 1.99e-3 <= min(res.times) <= 2.9e-3  # the 1 ms of data generation is not in it
     assert res.median <= 20e-3
+
+
+def test_untimed_input_generation_cannot_stretch_a_round_past_its_wall_cap():
+    """A 1 us call with 2 ms of fresh input each: 0.5 s of timed samples would take minutes."""
+    started = time.perf_counter()
+    res = TorchHandler("cpu").blocked_autorange(lambda d: None, data_gen_fn=spin(2e-3),
+                                                min_run_time=0.5, max_run_time=0.01,
+                                                min_runs=5, num_warmup=1)
+    wall = time.perf_counter() - started
+    assert sum(res.times) < 0.01  # the floor was not reached; the wall cap stopped the round
+    cap = timing.WALL_CAP_FACTOR * 0.01
+    assert 1 <= res.num_runs <= cap / 2e-3 + 2
+    assert wall < cap + 0.5
 
 
 def test_real_clock_per_iteration_overhead_is_small():

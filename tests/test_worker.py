@@ -19,6 +19,7 @@ from bench_suite import orchestrate, results, runner, worker
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))
 import worker_doubles  # noqa: E402
+from run_options import BRIEF_SAMPLING  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,8 @@ def doubles_run(worker_environment, tmp_path_factory):
     """One real run of every double in worker processes, 2 rounds, 5 s timeout."""
     out = tmp_path_factory.mktemp("results")
     code = cli.main(["run", "--preset", "quick", "--case", worker_doubles.CASE_ID,
-                     "--threads", "1", "--rounds", "2", "--timeout", "5", "--results-dir",
+                     "--threads", "1", "--rounds", "2", "--timeout", "5", *BRIEF_SAMPLING,
+                     "--results-dir",
                      str(out), "--no-progress", "--machine", "m", "--no-guard",
                      "--memory-pass"])
     meta, recs = results.load_run(out / "latest")
