@@ -61,7 +61,7 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
 
 def environment_changes(old_meta: RunMetadata, new_meta: RunMetadata) -> list[str]:
     """What the two runs' measuring processes did differently: the worker-environment variables
-    ("NAME: old -> new"), `--host-state`, `--cpu-idle` and `--pin-cpu`.
+    ("NAME: old -> new"), `--host-state`, `--cpu-idle`, `--pin-cpu` and the sampling time.
 
     Why: a setting such as `--malloc` or `--omp-wait-policy` moves some libraries' times with no
     change to their code (torchlinops 6-9 % with the allocator held steady), so a reader of a
@@ -79,12 +79,24 @@ def environment_changes(old_meta: RunMetadata, new_meta: RunMetadata) -> list[st
         changes.append(f"1-thread processes pinned: {pins[0]} -> {pins[1]} (`one` keeps a "
                        "1-thread measurement's every thread on one vCPU, which made "
                        "torchkbnufft's 1-thread adjoint 1.3x faster on a virtual machine)")
+    floors = [_sampling_floor(m.settings.get("min_run_time")) for m in (old_meta, new_meta)]
+    if floors[0] != floors[1]:
+        changes.append(f"sampling per round: {floors[0]} -> {floors[1]} (a round that samples "
+                       "longer averages a shared host's slow spells; two runs agreed better "
+                       "with longer rounds)")
     old = old_meta.extra.get("worker_environment")
     new = new_meta.extra.get("worker_environment")
     if not isinstance(old, dict) or not isinstance(new, dict):
         return changes
     return changes + [f"{name}: {old.get(name, 'unset')} -> {new.get(name, 'unset')}"
                       for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
+
+
+def _sampling_floor(seconds: object) -> str:
+    """A run's `min_run_time` in words: None is the seed methodology's pilot rule."""
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return f"at least {seconds:g} s"
+    return "pilot rule (0.01-0.5 s)"
 
 
 def _no_overlap_message(old_dir: Path, new_dir: Path, old: list[Record],

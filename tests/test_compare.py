@@ -354,6 +354,8 @@ def test_runs_whose_workers_had_different_environments_say_so(tmp_path, capsys):
     ("cpu_idle", "poll", "idle CPUs: as-is -> poll"),
     # `--pin-cpu one` made torchkbnufft's 1-thread adjoint 1.3x faster (runs before it: none).
     ("pin_cpu", "one", "1-thread processes pinned: none -> one"),
+    # 0.4 s rounds agreed better than the pilot rule's 0.01-0.1 s in every A/A pair tried.
+    ("min_run_time", 0.4, "sampling per round: pilot rule (0.01-0.5 s) -> at least 0.4 s"),
 ])
 def test_a_run_setting_that_moves_times_is_named_against_a_run_without_it(tmp_path, setting,
                                                                          mode, named):
