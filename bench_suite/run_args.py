@@ -164,11 +164,7 @@ def stored_settings_problem(settings: Any, machine: Any, cases: Mapping[str, Any
     for key, minimum in (("rounds", 1), ("hash_seed", 0), ("max_remeasure", 0)):
         if key in settings and settings[key] is not None and not _is_int(settings[key], minimum):
             checks.append((key, f"expected an integer >= {minimum}"))
-    timeout = settings.get("timeout")
-    if timeout is not None and not (isinstance(timeout, (int, float)) and not isinstance(
-            timeout, bool) and math.isfinite(timeout) and timeout > 0):
-        checks.append(("timeout", "expected a positive number of seconds"))
-    for key in ("min_run_time", "max_run_time"):
+    for key in ("timeout", "min_run_time", "max_run_time"):
         value = settings.get(key)
         if value is not None and not (isinstance(value, (int, float)) and not isinstance(
                 value, bool) and math.isfinite(value) and value > 0):
