@@ -112,18 +112,17 @@ def _orchestration(args: argparse.Namespace, sel: dict, preset) -> Any:
 def _check_run_numbers(args: argparse.Namespace) -> None:
     if args.rounds is not None and args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
-    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
-        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    for flag in ("timeout", "min_run_time"):
+        seconds = getattr(args, flag)
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            raise UsageError(f"--{flag.replace('_', '-')} must be a positive number of seconds, "
+                             f"got {seconds:g}")
     if args.hash_seed is not None and not 0 <= args.hash_seed <= 4294967295:
         raise UsageError(f"--hash-seed must be in [0, 4294967295], got {args.hash_seed}")
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise UsageError(f"--seed must be a non-negative integer below 2**63, got {args.seed}")
     if args.max_remeasure is not None and args.max_remeasure < 0:
         raise UsageError(f"--max-remeasure must be >= 0, got {args.max_remeasure}")
-    if args.min_run_time is not None and not (math.isfinite(args.min_run_time)
-                                              and args.min_run_time > 0):
-        raise UsageError(f"--min-run-time must be a positive number of seconds, got "
-                         f"{args.min_run_time:g}")
 
 
 @dataclass
