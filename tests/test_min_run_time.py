@@ -28,7 +28,7 @@ def test_each_round_samples_at_least_the_time_asked_and_the_run_records_it(tmp_p
     assert metadata.settings["min_run_time"] == 0.08
     assert metadata.settings["max_run_time"] == runner.PRESETS["quick"].max_run_time
     assert rec.extra["min_run_time"] == 0.08
-    # Sampling stopped at the first call past 0.08 s, not at the quick preset's own 0.2 s.
+    # Sampling stopped at the first call past 0.08 s, not at the quick preset's own floor.
     sampled = sum(rec.times) * rec.number_per_run
     assert 0.08 <= sampled < runner.PRESETS["quick"].min_run_time
     assert len(rec.times) >= 0.08 / (3 * CALL_SECONDS)

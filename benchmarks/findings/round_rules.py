@@ -1,0 +1,167 @@
+"""Would another significance rule find more slowdowns without more false alarms?
+
+`compare` decides with a moderated t-test on each record's log round medians (`bench_suite.stats.
+round_shift_p`). One slow round among four then widens the record's interval so much that a 10 %
+slowdown can go unfound (a pair on 2026-12-06: 1.27x, p = 0.056), although the published median,
+pooled over all samples, hardly moved. Two rules that let such a round weigh less are tried here
+on stored A/A pairs, each against the same false alarms and injected slowdowns:
+
+- `jackknife`: the log ratio of the pooled medians, with the variance of each pooled median from
+  leaving out one round at a time; moderated and given the between-run variance as the rule is.
+- `clipped`: the rule as it is, with each log round median clipped to the record's median of
+  rounds +- 2 typical round-to-round standard deviations.
+
+It measures nothing itself: it reads the runs, and it swaps the rule only inside this process.
+
+    python benchmarks/findings/round_rules.py DIR [DIR ...]      # each DIR holds one A/A pair
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bench_suite import analysis, stats
+from bench_suite.results import IDENTITY_FIELDS, Record
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from estimators import ok_records, pair_in  # noqa: E402
+
+SLOWDOWN = 0.10
+CLIP_SDS = 2.0
+Rounds = Sequence[Sequence[float]]
+
+
+def _log_pooled_median(rounds: Rounds) -> float:
+    return math.log(float(np.median(np.concatenate([np.asarray(r, float) for r in rounds]))))
+
+
+def jackknife_variance(rounds: Rounds) -> tuple[float, int] | None:
+    """Variance of the log pooled median from leaving out one round at a time, and its df."""
+    rounds = [r for r in rounds if len(r)]
+    n = len(rounds)
+    if n < 2:
+        return None
+    loo = np.array([_log_pooled_median(rounds[:i] + rounds[i + 1:]) for i in range(n)])
+    return float((n - 1) / n * np.sum((loo - loo.mean()) ** 2)), n - 1
+
+
+def jackknife_noise(all_rounds, log_ratios=(), rounds_per_side=0.0, df=stats.PRIOR_DF):
+    """`stats.round_noise` with jackknife variances of the pooled median as the per-record part."""
+    from scipy.special import chdtri
+
+    found = [v for v in (jackknife_variance(list(r)) for r in all_rounds) if v is not None]
+    if not found:
+        return None
+    k = float(np.median([d for _, d in found]))
+    within = float(np.median([v for v, _ in found])) / (float(chdtri(k, 0.5)) / k)
+    between = 0.0
+    if len(log_ratios) >= 10:
+        r = np.asarray(log_ratios, dtype=float)
+        between = max((1.4826 * float(np.median(np.abs(r - np.median(r))))) ** 2 - 2 * within, 0.0)
+    return stats.RoundNoise(within, df, between)
+
+
+def jackknife_p(old: Rounds, new: Rounds, noise: stats.RoundNoise | None = None) -> float | None:
+    from scipy.special import stdtr
+
+    a, b = jackknife_variance(list(old)), jackknife_variance(list(new))
+    if a is None or b is None:
+        return None
+    var, df = a[0] + b[0], a[1] + b[1]
+    if noise is not None:
+        var = (df * var + noise.df * 2 * noise.variance) / (df + noise.df)
+        df += noise.df
+    se = math.sqrt(var + (noise.between_runs if noise is not None else 0.0))
+    diff = _log_pooled_median(new) - _log_pooled_median(old)
+    if se == 0:
+        return 1.0 if diff == 0 else 0.0
+    return float(2 * stdtr(df, -abs(diff) / se))
+
+
+def _clipped_medians(rounds: Rounds, noise: stats.RoundNoise | None) -> list[list[float]]:
+    """One single-sample round per round median, its log clipped as the module doc says."""
+    meds = np.array(stats.round_medians(rounds))
+    if noise is not None and noise.variance > 0 and meds.size >= 3:
+        centre, sd = float(np.median(np.log(meds))), math.sqrt(noise.variance)
+        meds = np.exp(np.clip(np.log(meds), centre - CLIP_SDS * sd, centre + CLIP_SDS * sd))
+    return [[float(m)] for m in meds]
+
+
+def clipped_p(old: Rounds, new: Rounds, noise: stats.RoundNoise | None = None) -> float | None:
+    return RULE_AS_IS(_clipped_medians(old, noise), _clipped_medians(new, noise), noise)
+
+
+RULE_AS_IS = stats.round_shift_p
+RULES: dict[str, tuple[Callable, Callable]] = {
+    "as is": (stats.round_shift_p, stats.round_noise),
+    "jackknife": (jackknife_p, jackknife_noise),
+    "clipped": (clipped_p, stats.round_noise),
+}
+
+
+@contextlib.contextmanager
+def rule(name: str) -> Iterator[None]:
+    """`analysis` with another p-value and noise prior, for this process only."""
+    saved = stats.round_shift_p, stats.round_noise
+    stats.round_shift_p, stats.round_noise = RULES[name]
+    try:
+        yield
+    finally:
+        stats.round_shift_p, stats.round_noise = saved
+
+
+def slowed(rec: Record, factor: float) -> Record:
+    rounds = [[t * factor for t in r] for r in rec.rounds]
+    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+
+
+def judge_pair(a: dict[tuple, Record], b: dict[tuple, Record]) -> tuple[int, int, int]:
+    """(false alarms, injected slowdowns found, records tried): every record slowed in turn."""
+    keys = [k for k in a if k in b]
+    old = [a[k] for k in keys]
+    rows, _ = analysis.compare_records(old, [b[k] for k in keys])
+    alarms = sum(r.verdict in (analysis.FASTER, analysis.SLOWER) for r in rows)
+    found = 0
+    for key in keys:
+        new = [slowed(b[k], 1 + SLOWDOWN) if k == key else b[k] for k in keys]
+        rows, _ = analysis.compare_records(old, new)
+        found += any(r.verdict == analysis.SLOWER
+                     and tuple(getattr(r, f) for f in IDENTITY_FIELDS) == key for r in rows)
+    return alarms, found, len(keys)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
+    args = parser.parse_args(argv)
+    if not args.pairs:
+        parser.error("name at least one folder holding an A/A pair")
+    totals = {name: [0, 0, 0] for name in RULES}
+    print(f"{'pair':<24}" + "".join(f"{name:>28}" for name in RULES))
+    print(f"{'':<24}" + f"{'false alarms, +10 % found':>28}" * len(RULES))
+    for folder in args.pairs:
+        run_a, run_b = pair_in(folder)
+        a, b = ok_records(run_a), ok_records(run_b)
+        cells = []
+        for name in RULES:
+            with rule(name):
+                alarms, found, tried = judge_pair(a, b)
+            cells.append(f"{alarms:>3}, {found:>3} of {tried:<3}")
+            totals[name] = [t + v for t, v in zip(totals[name], (alarms, found, tried),
+                                                  strict=True)]
+        print(f"{folder.name:<24}" + "".join(f"{c:>28}" for c in cells))
+    print(f"{'all':<24}" + "".join(f"{f'{t[0]:>3}, {t[1]:>3} of {t[2]:<3}':>28}"
+                                   for t in totals.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

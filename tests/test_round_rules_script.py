@@ -1,0 +1,56 @@
+"""benchmarks/findings/round_rules.py: other significance rules, tried on stored A/A pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from script_module import load_script
+from test_reproducibility import store
+from test_round_rule import synthetic_run
+
+from bench_suite import stats
+
+
+@pytest.fixture(scope="module")
+def round_rules():
+    return load_script("benchmarks/findings/round_rules.py")
+
+
+def test_one_slow_round_hides_a_slowdown_from_the_rule_as_is_only(round_rules):
+    """Three rounds at one level and a fourth 1.8x above it: the pooled median hardly moves, so
+    the jackknife and the clipped rule find +10 %; the rule as is, its variance blown up, does
+    not."""
+    rng = np.random.default_rng(5)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 30))
+    a = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    b = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    a[0].rounds.append([t * 1.8 for t in a[0].rounds[0]])
+    a[0].times = [t for r in a[0].rounds for t in r]
+    old, new = ({r.key(): r for r in run} for run in (a, b))
+    found = {}
+    for name in round_rules.RULES:
+        with round_rules.rule(name):
+            rows, _ = round_rules.analysis.compare_records(
+                list(old.values()), [round_rules.slowed(r, 1.1) for r in new.values()])
+        found[name] = [r.verdict for r in rows if r.variant == "v0"][0]
+    assert found == {"as is": "no significant change", "jackknife": "slower", "clipped": "slower"}
+    assert stats.round_shift_p is round_rules.RULE_AS_IS  # the rule is back after each swap
+
+
+def test_pairs_are_read_and_totalled(tmp_path, round_rules, capsys):
+    rng = np.random.default_rng(6)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 20))
+    for _ in range(2):
+        store(tmp_path, "pair", synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004))
+    assert round_rules.main([str(tmp_path / "pair"), str(tmp_path / "pair")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[0] == "pair" and lines[-1].split()[0] == "all"
+    assert lines[2].count("0,  20 of 20") == 3  # quiet runs: no alarm, every slowdown found
+    assert lines[-1].count("0,  40 of 40") == 3
+
+
+def test_no_folder_is_a_usage_error(round_rules, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        round_rules.main([])
+    assert exit_info.value.code == 2
+    assert "name at least one folder" in capsys.readouterr().err
