@@ -496,13 +496,14 @@ def measure_memory(item: PlanItem, settings: RunSettings) -> Record:
     if prep is None:
         return rec
     probe = HostMemoryProbe()
+    new_input = prep.draw_input or prep.data_gen_fn  # a drawn input, not one kept for copying
     try:
         with limit_threads(item.num_threads):
-            prep.fn(prep.data_gen_fn())
+            prep.fn(new_input())
             gc.collect()
             probe.reset()
             for _ in range(MEMORY_CALLS):
-                prep.fn(prep.data_gen_fn())
+                prep.fn(new_input())
                 probe.sample()
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit in a library included
         rec.reason = f"memory pass failed: {_one_line(e)}"

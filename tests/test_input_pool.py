@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from bench_suite import runner
+from bench_suite.cases import CASES
 from bench_suite.cases import _common as C
 
 
@@ -39,3 +41,20 @@ def test_a_large_input_is_drawn_once():
     assert C.input_pool_size(C.INPUT_POOL_BYTES * 3) == 1
     assert C.input_pool_size(C.INPUT_POOL_BYTES // 3) == 3
     assert C.input_pool_size(1) == C.INPUT_POOL_SIZE
+
+
+def test_the_memory_pass_draws_its_inputs_instead_of_keeping_them(monkeypatch):
+    """A kept draw would sit in the measured call's peak (up to 64 MiB); a drawn input is freed."""
+    draws: list[int] = []
+    prep = prepared((16, 16), draws)
+    outs = [prep.draw_input() for _ in range(3)]
+    assert len(draws) == 3 and not np.array_equal(outs[0], outs[1])
+    gen_calls: list[int] = []
+    prep.data_gen_fn = lambda: gen_calls.append(1)
+    monkeypatch.setattr(runner, "_prepare", lambda item, settings, rec: prep)
+    case = CASES["interp2d"]
+    item = runner.PlanItem(case, "forward", case.size("small"), case.variant("sigpy"), "cpu", 1)
+    rec = runner.measure_memory(item, runner.RunSettings(preset=runner.PRESETS["quick"],
+                                                         machine="m"))
+    assert gen_calls == [] and len(draws) == 3 + 1 + runner.MEMORY_CALLS
+    assert rec.status == "ok"

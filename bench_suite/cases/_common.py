@@ -268,6 +268,9 @@ def make_prepared(
         ref = reference(x0)
         return Validation(ref.error_of(got), tol, ref.name)
 
+    def draw_input() -> Any:
+        return convert(make_input(stream))
+
     prepared = Prepared(fn=fn, data_gen_fn=data_gen_fn, validate=validate, timer=timer,
-                        extra=dict(extra or {}), notes=list(notes or []))
+                        extra=dict(extra or {}), notes=list(notes or []), draw_input=draw_input)
     return prepared

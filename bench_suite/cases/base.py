@@ -96,6 +96,8 @@ DEFAULT_POINT = StudyPoint()
 class Prepared:
     """A benchmark ready to time: `fn(data)` is timed, `data_gen_fn()` is not.
 
+    `data_gen_fn()` gives every call a new buffer, copied from a few drawn inputs; `draw_input()`
+    draws a new one, for the memory pass, whose peaks count an input's making as they always did.
     `notes` are facts about the benchmark that are not noise (e.g. a library that ignores the
     thread count); noise warnings come from the measurement, never from here.
     """
@@ -109,6 +111,7 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     extra_metrics: dict[str, float] = field(default_factory=dict)
     num_points: int | None = None  # the problem's M, when it differs from the size's
+    draw_input: Callable[[], Any] | None = None  # None: data_gen_fn
 
 
 @dataclass(frozen=True, kw_only=True)
