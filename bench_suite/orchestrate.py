@@ -477,7 +477,7 @@ def _measure_round(items: list[PlanItem], r: int, stored: dict[tuple, Record],
             new = _measure_unit_round(item, r, acc, executor, summary)
             rec = add_round(acc, new, r, position, orch.rounds)
             stored[key] = rec
-            writer.journal(rec)  # results.json is rewritten once the group's round is judged
+            writer.journal(rec)  # results.json: after the group's round, at most every 15 s
             measured.append(key)
             bar.step(_describe(item, r, orch.rounds))
         if before is None or baseline is None or not measured:

@@ -9,9 +9,9 @@ The store cannot break itself and touches nothing that is not its own (see `chec
 `latest/` carries a marker file, and a `latest`, `latest.new` or `latest.old` that the suite did
 not write (or a symbolic link) is refused, never deleted. While a run is written, each record is
 first appended to a journal (`records.jsonl`, write-ahead) and only then is `results.json`
-rewritten, so a record is never lost to a full disk or a killed process (resume replays the
-journal); a lock file keeps a second process from writing the same run; writes are never cut by
-a signal (`interrupts.held`).
+rewritten (at most every 15 s while a run measures), so a record is never lost to a full disk or
+a killed process (resume replays the journal); a lock file keeps a second process from writing the
+same run; writes are never cut by a signal (`interrupts.held`).
 
 Every reader goes through `load_run` / `load_metadata` / `load_records`: each file is checked
 against `bench_suite.store_schema` (types, finite numbers with the right sign, identity fields

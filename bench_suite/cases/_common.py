@@ -252,8 +252,8 @@ def make_prepared(
 
     def data_gen_fn() -> Any:
         # A new buffer, written just now, for every call: a copy of one of the first few draws.
-        # Copying costs ~1/100 of drawing (32^3 complex64: 0.005 vs 0.53 ms), time the rounds
-        # then spend sampling (methodology, "Data").
+        # Copying costs ~1/100 of drawing (32^3 complex64: 0.005 vs 0.53 ms); the rounds spend
+        # the time saved on sampling (methodology, "Data").
         i = next(calls)
         if not pool or len(pool) < input_pool_size(pool[0].nbytes):
             pool.append(make_input(stream))
