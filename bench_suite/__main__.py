@@ -529,8 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=None,
                    help="rounds per benchmark, each in fresh processes (default: the preset's)")
     p.add_argument("--min-run-time", type=float, default=None, metavar="SECONDS",
-                   help="seconds of samples each round takes at least (default: the preset's, "
-                        "full 0.4, quick 0.2)")
+                   help="seconds of samples each round takes at least (default: the preset's; "
+                        "methodology, 'Sampling time')")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds one worker job may take before it is killed (default 600)")
     p.add_argument("--hash-seed", type=int, default=None,

@@ -31,7 +31,7 @@ def test_one_slow_round_hides_a_slowdown_from_the_rule_as_is_only(round_rules):
     for name in round_rules.RULES:
         with round_rules.rule(name):
             rows, _ = round_rules.analysis.compare_records(
-                list(old.values()), [round_rules.slowed(r, 1.1) for r in new.values()])
+                list(old.values()), [round_rules.with_slowdown(r, 1.1) for r in new.values()])
         found[name] = [r.verdict for r in rows if r.variant == "v0"][0]
     assert found == {"as is": "no significant change", "jackknife": "slower", "clipped": "slower"}
     assert stats.round_shift_p is round_rules.RULE_AS_IS  # the rule is back after each swap

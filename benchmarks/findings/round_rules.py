@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -32,7 +31,9 @@ from bench_suite import analysis, stats
 from bench_suite.results import IDENTITY_FIELDS, Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from estimators import ok_records, pair_in  # noqa: E402
+from reproducibility import with_slowdown  # noqa: E402
 
 SLOWDOWN = 0.10
 CLIP_SDS = 2.0
@@ -118,11 +119,6 @@ def rule(name: str) -> Iterator[None]:
         stats.round_shift_p, stats.round_noise = saved
 
 
-def slowed(rec: Record, factor: float) -> Record:
-    rounds = [[t * factor for t in r] for r in rec.rounds]
-    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
-
-
 def judge_pair(a: dict[tuple, Record], b: dict[tuple, Record]) -> tuple[int, int, int]:
     """(false alarms, injected slowdowns found, records tried): every record slowed in turn."""
     keys = [k for k in a if k in b]
@@ -131,7 +127,7 @@ def judge_pair(a: dict[tuple, Record], b: dict[tuple, Record]) -> tuple[int, int
     alarms = sum(r.verdict in (analysis.FASTER, analysis.SLOWER) for r in rows)
     found = 0
     for key in keys:
-        new = [slowed(b[k], 1 + SLOWDOWN) if k == key else b[k] for k in keys]
+        new = [with_slowdown(b[k], 1 + SLOWDOWN) if k == key else b[k] for k in keys]
         rows, _ = analysis.compare_records(old, new)
         found += any(r.verdict == analysis.SLOWER
                      and tuple(getattr(r, f) for f in IDENTITY_FIELDS) == key for r in rows)
