@@ -14,6 +14,13 @@ of one process share the machine's state, so a test on them as independent sampl
 module did before rounds existed) calls every small drift between runs significant: 21 % of the
 records of an A/A pair. Runs measured before rounds (schema 1, one round) still get that
 within-run test (Mann-Whitney U on the samples), the only evidence they have.
+
+The machine itself runs faster or slower from one run to the next, and every CPU record moves with
+it. The guard's reference op (`guard.reference_level`), which no library under test touches,
+moves too; `machine_ratio` is how much, and `judge` divides it out of each CPU record's change
+before deciding (the size and the test alike). Seven A/A pairs (2026-12-07): false alarms 25 ->
+15, records within +-5 % up in six (Findings, section 5). The table still shows the raw medians
+and ratio, with the corrected ratio beside them.
 """
 
 from __future__ import annotations
@@ -26,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from bench_suite import stats
+from bench_suite import guard, stats
 from bench_suite.formatting import geometric_mean
-from bench_suite.results import IDENTITY_FIELDS, Record
+from bench_suite.results import IDENTITY_FIELDS, Record, RunMetadata
 
 FASTER = "faster"
 SLOWER = "slower"
@@ -124,6 +131,7 @@ class Judgement:
     ratio: float | None  # new / old: above 1 is slower
     p_value: float | None
     verdict: str
+    adjusted_ratio: float | None = None  # ratio / the machine's own ratio; None: not corrected
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,8 @@ class Row:
     setting: str = ""
     sampling: str = "uniform"
     coils: int = 1
+    adjusted_ratio: float | None = None  # ratio / machine ratio, where the verdict divided it out
+    sample_test: bool = False  # judged on samples (a side has < 2 rounds), not on rounds
 
     def variant_label(self) -> str:
         """The variant, with the study axes that differ from their defaults: `finufft [eps=1e-03
@@ -189,6 +199,9 @@ class Comparison:
     geomeans: list[GeoMean] = field(default_factory=list)
     old_sha: str | None = None
     new_sha: str | None = None
+    # The new run's reference-op level over the old's (`machine_ratio`), divided out of every CPU
+    # verdict; None where it was not (a run without guard readings, or asked not to).
+    machine_ratio: float | None = None
     environment_changes: list[str] = field(default_factory=list)  # compare.environment_changes
 
     def regressions(self) -> list[Row]:
@@ -233,23 +246,39 @@ def _rounds(rec: Record) -> list[list[float]]:
 
 
 def judge(old: Record, new: Record, threshold: float, alpha: float,
-          noise: stats.RoundNoise | None = None) -> Judgement:
+          noise: stats.RoundNoise | None = None, machine: float | None = None) -> Judgement:
     """The single significance rule, on two records of the same measurement: significant
     (p < alpha between rounds, see the module doc) and large (|new/old - 1| >= threshold).
-    `noise` is the runs' typical round-to-round variance (`round_noise_of`)."""
+    `noise` is the runs' typical round-to-round variance (`round_noise_of`); `machine` the
+    runs' `machine_ratio`, divided out of the new record (its samples and its ratio) first."""
     old_times, new_times = list(old.times), list(new.times)
     old_m, new_m = _median(old_times), _median(new_times)
     if old_m is None or new_m is None or old_m <= 0:
         return Judgement(old_m, new_m, None, None, SAME)
     ratio = new_m / old_m
-    old_rounds, new_rounds = _rounds(old), _rounds(new)
+    scale = machine or 1.0
+    change = ratio / scale
+    adjusted = change if machine is not None else None
+    old_rounds = _rounds(old)
+    new_rounds = [[t / scale for t in r] for r in _rounds(new)]
     if len(old_rounds) >= 2 and len(new_rounds) >= 2:
         p = stats.round_shift_p(old_rounds, new_rounds, noise)
     else:
-        p = mann_whitney_p(old_times, new_times)
-    if p is None or p >= alpha or abs(ratio - 1.0) < threshold:
-        return Judgement(old_m, new_m, ratio, p, SAME)
-    return Judgement(old_m, new_m, ratio, p, SLOWER if ratio > 1.0 else FASTER)
+        p = mann_whitney_p(old_times, [t / scale for t in new_times])
+    if p is None or p >= alpha or abs(change - 1.0) < threshold:
+        return Judgement(old_m, new_m, ratio, p, SAME, adjusted)
+    return Judgement(old_m, new_m, ratio, p, SLOWER if change > 1.0 else FASTER, adjusted)
+
+
+def machine_ratio(old: tuple[RunMetadata, Iterable[Record]],
+                  new: tuple[RunMetadata, Iterable[Record]]) -> float | None:
+    """How much longer the guard's reference op took in the new run than in the old (each run
+    as its metadata and records): the machine's own change, which `judge` divides out of CPU
+    records. None when either run has no guard readings."""
+    levels = [guard.reference_level(meta, records) for meta, records in (old, new)]
+    if levels[0] is None or levels[1] is None:
+        return None
+    return levels[1] / levels[0]
 
 
 # ----------------------------------------------------------------------------- two runs
@@ -306,7 +335,7 @@ def round_noise_by_stratum(old: dict[tuple, Record], new: dict[tuple, Record]
 
 
 def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha: float,
-                 noise: stats.RoundNoise | None = None) -> Row:
+                 noise: stats.RoundNoise | None = None, machine: float | None = None) -> Row:
     """One Row for an identity seen in the old run, the new run, or both."""
     ref = new if new is not None else old
     if ref is None:
@@ -322,7 +351,7 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
     elif old.status != "ok":
         j = Judgement(None, None, None, None, NOT_MEASURED)
     else:
-        j = judge(old, new, threshold, alpha, noise)
+        j = judge(old, new, threshold, alpha, noise, machine if ref.device == "cpu" else None)
     return Row(
         **ident,
         old_status=old.status if old is not None else None,
@@ -334,6 +363,9 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
         ratio=j.ratio,
         p_value=j.p_value,
         verdict=j.verdict,
+        adjusted_ratio=j.adjusted_ratio,
+        sample_test=(old is not None and new is not None
+                     and min(len(_rounds(old)), len(_rounds(new))) < 2),
     )
 
 
@@ -347,8 +379,10 @@ def geometric_means(rows: Iterable[Row]) -> list[GeoMean]:
 
 
 def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: float = 0.05,
-                    alpha: float = 0.01) -> tuple[list[Row], list[GeoMean]]:
+                    alpha: float = 0.01, machine: float | None = None
+                    ) -> tuple[list[Row], list[GeoMean]]:
     """Match records by identity and judge each pair; the shared core of compare and history.
+    `machine` is the runs' `machine_ratio` (None: judge the raw ratios).
 
     Rows are sorted by machine, device, case, direction, size (smallest problem first), variant
     and threads, so the order comes from the data rather than from a list of size names.
@@ -371,6 +405,6 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
         found = noise.get(_stratum(rec))
         return found if found is not None else noise[None]
 
-    rows = sorted((compare_pair(old_by.get(k), new_by.get(k), threshold, alpha, noise_of(k))
-                   for k in keys), key=order)
+    rows = sorted((compare_pair(old_by.get(k), new_by.get(k), threshold, alpha, noise_of(k),
+                                machine) for k in keys), key=order)
     return rows, geometric_means(rows)

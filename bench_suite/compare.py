@@ -28,6 +28,7 @@ from bench_suite.analysis import (
     Row,
     can_reach,
     compare_records,
+    machine_ratio,
 )
 from bench_suite.formatting import format_change, format_time, md_escape, time_unit
 from bench_suite.results import (
@@ -43,18 +44,22 @@ from bench_suite.results import (
 
 
 def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
-                 alpha: float = 0.01) -> Comparison:
-    """Compare two run directories; raises ResultsError for input that cannot be compared."""
+                 alpha: float = 0.01, machine_correction: bool = True) -> Comparison:
+    """Compare two run directories; raises ResultsError for input that cannot be compared.
+    With `machine_correction`, CPU verdicts divide out the machine's own change (the guard's
+    reference op, `analysis.machine_ratio`) where both runs have guard readings."""
     old_meta, old_recs = load_run(Path(old_dir))
     new_meta, new_recs = load_run(Path(new_dir))
     common = {r.key() for r in old_recs} & {r.key() for r in new_recs}
     if not common:
         raise ResultsError(_no_overlap_message(old_dir, new_dir, old_recs, new_recs))
-    rows, geomeans = compare_records(old_recs, new_recs, threshold, alpha)
+    machine = (machine_ratio((old_meta, old_recs), (new_meta, new_recs))
+               if machine_correction else None)
+    rows, geomeans = compare_records(old_recs, new_recs, threshold, alpha, machine)
     return Comparison(
         old_run=old_meta.run_id, new_run=new_meta.run_id,
         threshold=threshold, alpha=alpha, rows=rows, geomeans=geomeans,
-        old_sha=old_meta.git_sha, new_sha=new_meta.git_sha,
+        old_sha=old_meta.git_sha, new_sha=new_meta.git_sha, machine_ratio=machine,
         environment_changes=environment_changes(old_meta, new_meta),
     )
 
@@ -118,6 +123,7 @@ def row_cells(row: Row) -> list[str]:
     """The row as display strings, in HEADERS order; old and new share the old median's unit."""
     unit = time_unit(row.old_median) if row.old_median else None
     ratio = "-" if row.ratio is None else format_change(row.ratio)
+    adjusted = "-" if row.adjusted_ratio is None else format_change(row.adjusted_ratio)
     p = "-" if row.p_value is None else f"{row.p_value:.2g}"
     verdict = row.verdict
     if row.verdict == STATUS_CHANGED:
@@ -125,12 +131,13 @@ def row_cells(row: Row) -> list[str]:
     elif row.verdict == NOT_MEASURED:
         verdict = f"not measured ({row.new_status})"
     return [row.case, row.direction, row.size_label, row.variant_label(), str(row.num_threads),
-            format_time(row.old_median, unit), format_time(row.new_median, unit), ratio, p,
-            verdict]
+            format_time(row.old_median, unit), format_time(row.new_median, unit), ratio,
+            adjusted, p, verdict]
 
 
-HEADERS = ["case", "direction", "size", "variant", "threads", "old", "new", "new/old", "p",
-           "verdict"]
+# "÷ machine": new/old divided by the machine's own change, what the verdict was decided on
+HEADERS = ["case", "direction", "size", "variant", "threads", "old", "new", "new/old",
+           "÷ machine", "p", "verdict"]
 _ANSI = {FASTER: "\033[1m\033[32m", SLOWER: "\033[1m\033[31m", STATUS_CHANGED: "\033[33m",
          "geomean": "\033[1m"}
 _RESET = "\033[0m"
@@ -159,14 +166,25 @@ def _summary(cmp: Comparison) -> str:
     counts = {v: sum(r.verdict == v for r in cmp.rows) for v in VERDICTS}
     text = f"{len(cmp.rows)} measurement(s): " + ", ".join(
         f"{n} {v}" for v, n in counts.items() if n)
+    text += "\n" + machine_note(cmp.machine_ratio)
     if cmp.environment_changes:
         text += ("\nnote: the runs' worker processes had different environments, which can move "
                  "times by themselves: " + "; ".join(cmp.environment_changes))
-    weak = [r for r in cmp.rows if r.verdict == SAME and not can_reach(r.n_old, r.n_new, cmp.alpha)]
+    weak = [r for r in cmp.rows if r.verdict == SAME and r.sample_test
+            and not can_reach(r.n_old, r.n_new, cmp.alpha)]
     if weak:
         text += (f"\nnote: {len(weak)} measurement(s) have too few samples for the rank test to "
                  f"reach p < {cmp.alpha:g}; they cannot show a change")
     return text
+
+
+def machine_note(ratio: float | None) -> str:
+    """What the verdicts did about the machine's own change between the runs, in one line."""
+    if ratio is None:
+        return ("machine: not divided out (a run has no guard readings, or "
+                "--no-machine-correction); CPU verdicts judge the raw ratios")
+    return (f"machine: the guard's reference op took {format_change(ratio)} as long in the new "
+            f"run; CPU verdicts judge new/old divided by that (column \"÷ machine\")")
 
 
 def format_table(cmp: Comparison, color: bool = False) -> str:
@@ -193,7 +211,7 @@ def format_table(cmp: Comparison, color: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-_MD_ALIGN = ["---"] * 4 + ["---:"] * 5 + ["---"]  # numbers right-aligned
+_MD_ALIGN = ["---"] * 4 + ["---:"] * 6 + ["---"]  # numbers right-aligned
 
 
 def format_markdown(cmp: Comparison) -> str:
@@ -210,7 +228,7 @@ def format_markdown(cmp: Comparison) -> str:
             lines.append("| " + " | ".join(cells) + " |")
         if gm is not None:
             lines.append(f"| **geometric mean** ({gm.count} pairs) | | | | | | | "
-                         f"**{format_change(gm.ratio)}** | | |")
+                         f"**{format_change(gm.ratio)}** | | | |")
         lines.append("")
     lines.append(_summary(cmp))
     return "\n".join(lines) + "\n"
@@ -265,9 +283,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "compare",
         help="compare two runs, with significance",
-        description="Compare two runs measurement by measurement. A change is reported when the "
-                    "two-sided Mann-Whitney U test on the raw samples gives p < alpha and the "
-                    "median moved by at least the threshold.",
+        description="Compare two runs measurement by measurement. A change is reported when "
+                    "the round medians differ significantly (p < alpha, a moderated t-test on "
+                    "log round medians; runs of one round: Mann-Whitney U on the samples) and "
+                    "the median moved by at least the threshold, both after dividing out the "
+                    "machine's own change between the runs (the guard's reference op).",
     )
     p.add_argument("old", help="the baseline run: a directory or an archive name")
     p.add_argument("new", help="the run to judge: a directory or an archive name")
@@ -275,7 +295,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="smallest relative change of the median that counts, 5%% or 0.05 "
                         "(default 5%%)")
     p.add_argument("--alpha", type=parse_alpha, default=0.01,
-                   help="significance level of the rank test (default 0.01)")
+                   help="significance level of the test (default 0.01)")
+    p.add_argument("--no-machine-correction", dest="machine_correction",
+                   action="store_false",
+                   help="judge the raw new/old ratios, without dividing out the machine's own "
+                        "change (the guard's reference op)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a measurement is significantly slower beyond the threshold "
                         "or went from ok to mismatch/failed")
@@ -299,7 +323,8 @@ def run_compare(args: argparse.Namespace) -> int:
     try:
         old = resolve_run(args.old, args.results_dir)
         new = resolve_run(args.new, args.results_dir)
-        cmp = compare_runs(old, new, threshold=args.threshold, alpha=args.alpha)
+        cmp = compare_runs(old, new, threshold=args.threshold, alpha=args.alpha,
+                           machine_correction=args.machine_correction)
     except ResultsError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2
@@ -318,8 +343,9 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.fail_on_regression and regressions:
         for r in regressions:
             if r.verdict == SLOWER:
-                print(f"regression: {r.name()}: {r.ratio:.3f}x slower "
-                      f"(+{(r.ratio - 1) * 100:.1f}%, p={r.p_value:.2g})", file=sys.stderr)
+                change = r.adjusted_ratio or r.ratio
+                print(f"regression: {r.name()}: {change:.3f}x slower "
+                      f"(+{(change - 1) * 100:.1f}%, p={r.p_value:.2g})", file=sys.stderr)
             else:
                 print(f"regression: {r.name()}: status {r.old_status} -> {r.new_status}",
                       file=sys.stderr)

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from bench_suite.results import Record, RunMetadata
 
 REFERENCE_SIZE = 192  # about 1 ms single-threaded here: cheap enough to run around every group
 REFERENCE_REPEATS = 15
@@ -115,3 +119,21 @@ def judge(before: Reading, after: Reading, baseline: Reading) -> Verdict:
     reasons_load = f" (load average {after.load1:.1f})" if after.load1 is not None else ""
     reason = "; ".join(reasons) + reasons_load if reasons else None
     return Verdict(not reasons, drift, slowdown, steal, reason)
+
+
+def reference_level(meta: RunMetadata, records: Iterable[Record]) -> float | None:
+    """The run's typical reference-op time in seconds: its baseline reading times the median
+    slowdown of every group round's guard (the slower of the round's before and after readings).
+
+    Why: a shared host runs faster or slower for minutes at a time, and every record of a run
+    moves with it (A/A pairs on 2026-12-07: medians 2-6 % apart run-wide); the reference op,
+    which no library under test touches, moves with them, so two runs' levels say how much of a
+    change is the machine (`analysis.machine_ratio`). None for a run without guard readings
+    (measured in-process, or before the guard existed).
+    """
+    baseline = ((meta.guard or {}).get("baseline") or {}).get("reference_s")
+    slowdowns = [g["slowdown"] for r in records for g in r.extra.get("guard", [])
+                 if isinstance(g, dict) and isinstance(g.get("slowdown"), (int, float))]
+    if not isinstance(baseline, (int, float)) or baseline <= 0 or not slowdowns:
+        return None
+    return float(baseline) * (1.0 + float(np.median(slowdowns)))

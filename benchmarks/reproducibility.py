@@ -149,7 +149,11 @@ def with_slowdown(rec: Record, factor: float) -> Record:
     return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
 
 
-def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namespace) -> bool:
+def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namespace,
+           machine: float | None = None) -> bool:
+    """Print the pair's agreement, compare's verdicts (which divide out `machine`, the runs'
+    analysis.machine_ratio, as compare does) and the injected slowdowns; True when all targets
+    are met."""
     keys = [k for k in a if k in b]
     if not keys:
         sys.exit("reproducibility: the two runs have no ok record in common")
@@ -162,6 +166,10 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     shift = float(np.median(ratios))
     print(f"  run-wide shift (median of the ratios): {shift:.3f}x; medians within +-5 % after "
           f"dividing it out: {np.mean(np.abs(ratios / shift - 1.0) <= 0.05):.1%}")
+    if machine is not None:
+        print(f"  the machine's own change (guard reference op, new/old): {machine:.3f}x; medians "
+              f"within +-5 % after dividing it out: "
+              f"{np.mean(np.abs(ratios / machine - 1.0) <= 0.05):.1%}")
     threads = np.array([a[k].num_threads for k in keys])
     print("  within +-5 % by thread count: " + ", ".join(
         f"{n} thread(s) {np.mean(dev[threads == n] <= 0.05):.0%} of {int(np.sum(threads == n))}"
@@ -185,7 +193,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
           f"{w_b.median * 1e6:.1f} us ({ratios[int(np.argmax(dev))]:.3f}x)")
 
     rows, _ = analysis.compare_records(list(a.values()), list(b.values()), args.threshold,
-                                       args.alpha)
+                                       args.alpha, machine)
     alarms = [r for r in rows if r.verdict in (analysis.FASTER, analysis.SLOWER)]
     print(f"significant verdicts (threshold {args.threshold:.0%}, alpha {args.alpha:g}): "
           f"{len(alarms)} of {len(rows)}")
@@ -199,7 +207,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
         key = keys[int(i)]
         slowed = {**b, key: with_slowdown(b[key], 1.0 + args.slowdown)}
         rows, _ = analysis.compare_records(list(a.values()), list(slowed.values()),
-                                           args.threshold, args.alpha)
+                                           args.threshold, args.alpha, machine)
         row = next(r for r in rows if tuple(getattr(r, f) for f in IDENTITY_FIELDS) == key)
         hit = row.verdict == analysis.SLOWER
         found += hit
@@ -417,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="analyse only each round's first S seconds of samples (with a longer "
                         "--min-run-time: what shorter rounds would have given, from the same runs)")
     p.add_argument("--results-dir", help="keep the two runs here (default: a temporary folder)")
+    p.add_argument("--no-machine-correction", dest="machine_correction", action="store_false",
+                   help="judge the raw ratios, as `compare --no-machine-correction` does")
     p.add_argument("--threshold", type=float, default=0.05)
     p.add_argument("--alpha", type=float, default=0.01)
     p.add_argument("--slowdown", type=float, default=0.10)
@@ -453,8 +463,10 @@ def analyse(run_a: Path, run_b: Path, args: argparse.Namespace) -> bool:
         print(f"analysing the first {args.first_rounds} round(s) of each record")
     if args.first_seconds:
         print(f"analysing the first {args.first_seconds:g} s of samples of each round")
-    return report(*(ok_records(run, args.first_rounds, args.first_seconds)
-                    for run in (run_a, run_b)), args)
+    a, b = (ok_records(run, args.first_rounds, args.first_seconds) for run in (run_a, run_b))
+    machine = (analysis.machine_ratio(load_run(run_a), load_run(run_b))  # both read fine above
+               if args.machine_correction else None)
+    return report(a, b, args, machine)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from bench_suite.analysis import (  # noqa: E402
     GeoMean,
     Row,
     compare_records,
+    machine_ratio,
 )
 from bench_suite.compare import HEADERS, environment_changes, row_cells  # noqa: E402
 from bench_suite.formatting import md_escape, slug, time_unit  # noqa: E402
@@ -66,6 +67,7 @@ class Group:
     unchanged: int = 0
     geomean: GeoMean | None = None
     environment: list[str] = field(default_factory=list)  # worker settings the two differ in
+    machine_ratio: float | None = None  # the latest two runs' (analysis.machine_ratio)
 
     def records(self, run: Run) -> list[Record]:
         return [r for r in run.records if r.machine == self.machine and r.device == self.device]
@@ -111,13 +113,19 @@ class Point:
     verdict: str  # against the previous run of the group; SAME when there is none
 
 
+def _machine(old: Run, new: Run) -> float | None:
+    """The two runs' machine ratio (analysis.machine_ratio), each read from all its records."""
+    return machine_ratio((old.meta, old.records), (new.meta, new.records))
+
+
 def series(group: Group, threshold: float, alpha: float) -> dict[SeriesKey, list[Point]]:
     """Per series, one point per run where it was ok, each judged against the previous run."""
     out: dict[SeriesKey, list[Point]] = {}
     previous: list[Record] = []
     for i, run in enumerate(group.runs):
         current = group.records(run)
-        rows, _ = compare_records(previous, current, threshold, alpha)
+        machine = _machine(group.runs[i - 1], run) if i else None
+        rows, _ = compare_records(previous, current, threshold, alpha, machine)
         for row in rows:
             if row.new_status != "ok" or row.new_median is None:
                 continue
@@ -132,8 +140,10 @@ def latest_changes(group: Group, threshold: float, alpha: float) -> None:
     the worker settings they differ in (those move times with no change to any library)."""
     if len(group.runs) < 2:
         return
-    rows, geomeans = compare_records(group.records(group.runs[-2]),
-                                     group.records(group.runs[-1]), threshold, alpha)
+    old, new = group.runs[-2], group.runs[-1]
+    group.machine_ratio = _machine(old, new)
+    rows, geomeans = compare_records(group.records(old), group.records(new), threshold, alpha,
+                                     group.machine_ratio)
     changed = [r for r in rows if r.verdict not in (SAME, NOT_MEASURED)]
     group.changes = [[md_escape(c) for c in row_cells(r)] for r in changed]
     group.change_verdicts = [r.verdict for r in changed]

@@ -370,3 +370,38 @@ def test_a_run_setting_that_moves_times_is_named_against_a_run_without_it(tmp_pa
     (change,) = compare_runs(*dirs).environment_changes
     assert change.startswith(named)
     assert compare_runs(dirs[1], dirs[1]).environment_changes == []
+
+
+def _guarded(records: list[Record], slowdown: float) -> list[Record]:
+    for r in records:
+        r.extra["guard"] = [{"round": 1, "attempt": 1, "stable": True, "slowdown": slowdown}]
+    return records
+
+
+def test_the_machines_own_change_is_divided_out_and_said(tmp_path, capsys):
+    """The new run's machine ran 12 % slower (reference op and every record alike): raw, both
+    records are "slower"; compare divides the reference op's ratio out, says so, and finds no
+    change, unless asked not to."""
+    old = _guarded([make_record(v, median=1e-3, seed=i) for i, v in enumerate(("a", "b"))], 0.0)
+    new = _guarded([make_record(v, median=1.12e-3, seed=9 + i)
+                    for i, v in enumerate(("a", "b"))], 0.12)
+    old_dir, new_dir = write_run(tmp_path, old), write_run(tmp_path, new, date=dt.date(2025, 1, 2))
+    for run_dir in (old_dir, new_dir):
+        meta_path = run_dir / results.METADATA_FILE
+        meta = json.loads(meta_path.read_text())
+        meta["guard"] = {"baseline": {"reference_s": 3e-4}}
+        meta_path.write_text(json.dumps(meta))
+
+    cmp = compare_runs(old_dir, new_dir)
+    assert cmp.machine_ratio == pytest.approx(1.12)
+    assert set(verdicts(cmp).values()) == {SAME}
+    assert main([str(old_dir), str(new_dir), "--fail-on-regression"]) == 0
+    out = capsys.readouterr().out
+    assert "reference op took 1.120x (+12.0%) as long in the new run" in out
+    assert "÷ machine" in out.splitlines()[3]  # the column header
+
+    raw = compare_runs(old_dir, new_dir, machine_correction=False)
+    assert raw.machine_ratio is None and set(verdicts(raw).values()) == {SLOWER}
+    assert main([str(old_dir), str(new_dir), "--no-machine-correction",
+                 "--fail-on-regression"]) == 1
+    assert "machine: not divided out" in capsys.readouterr().out

@@ -193,3 +193,32 @@ def test_first_seconds_keeps_what_a_shorter_round_would_have_sampled(tmp_path, r
         reproducibility.main(["--runs", str(a), str(b), "--first-seconds", "-1"])
     assert exit_info.value.code == 2
     assert "--first-seconds must be a positive number of seconds" in capsys.readouterr().err
+
+
+def test_the_machines_own_change_is_divided_out_of_the_verdicts(tmp_path, reproducibility,
+                                                                 capsys):
+    """Run B's machine ran 10 % slower, its reference op too: the pair's verdicts divide that
+    out (no false alarm) and the output says by how much; --no-machine-correction does not."""
+    rng = np.random.default_rng(14)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 30))
+    dirs = []
+    for name, factor in (("a", 1.0), ("b", 1.10)):
+        recs = synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004, factor=factor)
+        for r in recs:
+            r.extra["guard"] = [{"round": 1, "slowdown": factor - 1.0}]
+        writer = results.RunWriter.create(tmp_path / name, {
+            "git_sha": "abc1234", "guard": {"baseline": {"reference_s": 3e-4}}})
+        for rec in recs:
+            runner.fill_summary(rec)
+            writer.add(rec)
+        writer.flush()
+        dirs.append(str(writer.run_dir))
+    reproducibility.main(["--runs", *dirs, "--tries", "3"])
+    out = capsys.readouterr().out
+    assert ("the machine's own change (guard reference op, new/old): 1.100x; medians within "
+            "+-5 % after dividing it out: 100.0%") in out
+    assert "significant verdicts (threshold 5%, alpha 0.01): 0 of 30" in out
+    reproducibility.main(["--runs", *dirs, "--tries", "3", "--no-machine-correction"])
+    out = capsys.readouterr().out
+    assert "the machine's own change" not in out
+    assert "significant verdicts (threshold 5%, alpha 0.01): 0 of 30" not in out

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench_suite import analysis, stats
-from bench_suite.results import Record
+from bench_suite.results import Record, RunMetadata
 
 ROUNDS, SAMPLES, RECORDS = 3, 30, 100
 
@@ -103,3 +103,57 @@ def test_noisier_thread_settings_get_their_own_noise_estimate():
     rows, _ = analysis.compare_records(a, slower, threshold=0.05, alpha=0.01)
     found = sum(r.verdict == analysis.SLOWER for r in rows if r.num_threads == 1)
     assert found >= 0.85 * n
+
+
+def _with_guard(records: list[Record], slowdown: float) -> list[Record]:
+    """The records as a run whose guard read the reference op `slowdown` above its baseline."""
+    for r in records:
+        r.extra["guard"] = [{"round": i + 1, "slowdown": slowdown} for i in range(ROUNDS)]
+    return records
+
+
+def test_the_machines_own_change_is_divided_out():
+    """Run B's machine is 8 % slower throughout (its reference op too): judged raw, most records
+    are "slower"; divided by the reference op's ratio, none is. A 10 % slowdown of the code on a
+    machine that ran 5 % faster reads 1.045x raw, under the threshold, and is found corrected."""
+    rng = np.random.default_rng(11)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
+    a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015, factor=1.08)
+    raw, _ = analysis.compare_records(a, b, threshold=0.05, alpha=0.01)
+    assert sum(r.verdict == analysis.SLOWER for r in raw) > RECORDS / 2
+    assert all(r.adjusted_ratio is None for r in raw)
+    fixed, _ = analysis.compare_records(a, b, threshold=0.05, alpha=0.01, machine=1.08)
+    assert [r.verdict for r in fixed].count(analysis.SAME) == RECORDS
+    assert all(r.adjusted_ratio == pytest.approx(r.ratio / 1.08) for r in fixed)
+
+    c = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015, factor=1.10 * 0.95)
+    raw, _ = analysis.compare_records(a, c, threshold=0.05, alpha=0.01)
+    fixed, _ = analysis.compare_records(a, c, threshold=0.05, alpha=0.01, machine=0.95)
+    assert sum(r.verdict == analysis.SLOWER for r in raw) < RECORDS / 2
+    assert sum(r.verdict == analysis.SLOWER for r in fixed) >= 0.85 * RECORDS
+
+
+def test_gpu_records_are_not_corrected_by_the_cpu_reference():
+    rng = np.random.default_rng(12)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-3), 20))
+    a, b = (synthetic_run(rng, truth, 0.01, 0.015, factor=f) for f in (1.0, 1.2))
+    for r in (*a, *b):
+        r.device = "cuda"
+    rows, _ = analysis.compare_records(a, b, threshold=0.05, alpha=0.01, machine=1.2)
+    assert all(r.adjusted_ratio is None for r in rows)
+    assert [r.verdict for r in rows].count(analysis.SLOWER) == 20
+
+
+def test_machine_ratio_reads_the_guard_baseline_and_its_readings():
+    rng = np.random.default_rng(13)
+    truth = np.ones(5)
+    old = _with_guard(synthetic_run(rng, truth, 0.0, 0.0), slowdown=0.0)
+    new = _with_guard(synthetic_run(rng, truth, 0.0, 0.0), slowdown=0.10)
+    meta_old = RunMetadata(guard={"baseline": {"reference_s": 2e-4}})
+    meta_new = RunMetadata(guard={"baseline": {"reference_s": 2.2e-4}})
+    assert analysis.machine_ratio((meta_old, old), (meta_new, new)) == pytest.approx(1.21)
+    # A run measured in-process (no guard) or before the guard existed: nothing to divide out.
+    assert analysis.machine_ratio((RunMetadata(), old), (meta_new, new)) is None
+    assert analysis.machine_ratio((meta_old, synthetic_run(rng, truth, 0.0, 0.0)),
+                                  (meta_new, new)) is None

@@ -18,8 +18,8 @@ def round_rules():
 
 def test_one_slow_round_hides_a_slowdown_from_the_rule_as_is_only(round_rules):
     """Three rounds at one level and a fourth 1.8x above it: the pooled median hardly moves, so
-    the jackknife and the clipped rule find +10 %; the rule as is, its variance blown up, does
-    not."""
+    the jackknife and the clipped rule find +10 %; the rule as is and the scaled rule, the
+    record's variance blown up, do not."""
     rng = np.random.default_rng(5)
     truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 30))
     a = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
@@ -33,7 +33,8 @@ def test_one_slow_round_hides_a_slowdown_from_the_rule_as_is_only(round_rules):
             rows, _ = round_rules.analysis.compare_records(
                 list(old.values()), [round_rules.with_slowdown(r, 1.1) for r in new.values()])
         found[name] = [r.verdict for r in rows if r.variant == "v0"][0]
-    assert found == {"as is": "no significant change", "jackknife": "slower", "clipped": "slower"}
+    assert found == {"as is": "no significant change", "jackknife": "slower", "clipped": "slower",
+                     "scaled": "no significant change"}
     assert stats.round_shift_p is round_rules.RULE_AS_IS  # the rule is back after each swap
 
 
@@ -45,8 +46,23 @@ def test_pairs_are_read_and_totalled(tmp_path, round_rules, capsys):
     assert round_rules.main([str(tmp_path / "pair"), str(tmp_path / "pair")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].split()[0] == "pair" and lines[-1].split()[0] == "all"
-    assert lines[2].count("0,  20 of 20") == 3  # quiet runs: no alarm, every slowdown found
-    assert lines[-1].count("0,  40 of 40") == 3
+    assert lines[2].count("0,  20 of 20") == 4  # quiet runs: no alarm, every slowdown found
+    assert lines[-1].count("0,  40 of 40") == 4
+
+
+def test_the_scaled_rule_widens_by_what_runs_drift_beyond_their_rounds(round_rules):
+    """Rounds agree to 0.5 % but each record drifts 4 % between runs: the z-scores scatter far
+    more than 1, and the inflation says by how much; with no drift it stays near 1."""
+    rng = np.random.default_rng(8)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 60))
+
+    def inflation(drift_sd: float) -> float:
+        a, b = (synthetic_run(rng, truth, drift_sd=drift_sd, round_sd=0.005) for _ in range(2))
+        rounds = [r for x, y in zip(a, b, strict=True) for r in (x.rounds, y.rounds)]
+        return round_rules.scaled_noise(rounds).inflation
+
+    assert inflation(0.04) > 10
+    assert inflation(0.0) < 2
 
 
 def test_no_folder_is_a_usage_error(round_rules, capsys):

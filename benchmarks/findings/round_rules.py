@@ -10,6 +10,10 @@ on stored A/A pairs, each against the same false alarms and injected slowdowns:
   leaving out one round at a time; moderated and given the between-run variance as the rule is.
 - `clipped`: the rule as it is, with each log round median clipped to the record's median of
   rounds +- 2 typical round-to-round standard deviations.
+- `scaled`: the rule as it is, but what rounds cannot see is a factor on each record's own
+  variance, not one variance added to every record: the moderated z-scores of all matched
+  records, whose robust spread is that factor (genomic control's lambda). A record whose rounds
+  agree then keeps its power; one whose rounds scatter pays for the drift in proportion.
 
 It measures nothing itself: it reads the runs, and it swaps the rule only inside this process.
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +43,9 @@ from reproducibility import with_slowdown  # noqa: E402
 SLOWDOWN = 0.10
 CLIP_SDS = 2.0
 Rounds = Sequence[Sequence[float]]
+# compare's own rule, kept before `rule` swaps it (the rules below build on it)
+RULE_AS_IS = stats.round_shift_p
+NOISE_AS_IS = stats.round_noise
 
 
 def _log_pooled_median(rounds: Rounds) -> float:
@@ -100,11 +108,63 @@ def clipped_p(old: Rounds, new: Rounds, noise: stats.RoundNoise | None = None) -
     return RULE_AS_IS(_clipped_medians(old, noise), _clipped_medians(new, noise), noise)
 
 
-RULE_AS_IS = stats.round_shift_p
+@dataclasses.dataclass(frozen=True)
+class ScaledNoise(stats.RoundNoise):
+    """The prior, with `inflation`: how much wider than its own rounds say a record's log ratio
+    scatters between runs (1 = not at all)."""
+
+    inflation: float = 1.0
+
+
+def _moderated_z(old: Rounds, new: Rounds, variance: float, df: float) -> float | None:
+    """The record's log round-median difference over its moderated standard error."""
+    no_between = stats.RoundNoise(variance, df, 0.0)
+    p = RULE_AS_IS(old, new, no_between)
+    if p is None:
+        return None
+    from scipy.special import stdtrit
+
+    lo, ln = (np.log(stats.round_medians(r)) for r in (old, new))
+    dof = lo.size + ln.size - 2 + df
+    return math.copysign(float(-stdtrit(dof, p / 2)), float(ln.mean() - lo.mean()))
+
+
+def scaled_noise(all_rounds, log_ratios=(), rounds_per_side=0.0, df=stats.PRIOR_DF):
+    """`stats.round_noise`'s prior, with the inflation of the pairs' z-scores instead of an
+    added between-run variance. `all_rounds` alternates old and new rounds of matched records
+    (as `analysis.round_noise_of` passes them)."""
+    all_rounds = list(all_rounds)
+    base = NOISE_AS_IS(all_rounds, (), 0.0, df)
+    if base is None:
+        return None
+    z = [v for v in (_moderated_z(o, n, base.variance, base.df)
+                     for o, n in zip(all_rounds[::2], all_rounds[1::2], strict=True))
+         if v is not None]
+    inflation = 1.0
+    if len(z) >= 10:
+        z = np.asarray(z)
+        inflation = max((1.4826 * float(np.median(np.abs(z - np.median(z))))) ** 2, 1.0)
+    return ScaledNoise(base.variance, base.df, 0.0, inflation)
+
+
+def scaled_p(old: Rounds, new: Rounds, noise: stats.RoundNoise | None = None) -> float | None:
+    from scipy.special import stdtr
+
+    if noise is None:
+        return RULE_AS_IS(old, new, noise)
+    z = _moderated_z(old, new, noise.variance, noise.df)
+    if z is None:
+        return None
+    lo, ln = stats.round_medians(old), stats.round_medians(new)
+    dof = len(lo) + len(ln) - 2 + noise.df
+    return float(2 * stdtr(dof, -abs(z) / math.sqrt(getattr(noise, "inflation", 1.0))))
+
+
 RULES: dict[str, tuple[Callable, Callable]] = {
     "as is": (stats.round_shift_p, stats.round_noise),
     "jackknife": (jackknife_p, jackknife_noise),
     "clipped": (clipped_p, stats.round_noise),
+    "scaled": (scaled_p, scaled_noise),
 }
 
 
