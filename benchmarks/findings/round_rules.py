@@ -13,7 +13,8 @@ on stored A/A pairs, each against the same false alarms and injected slowdowns:
 - `scaled`: the rule as it is, but what rounds cannot see is a factor on each record's own
   variance, not one variance added to every record: the moderated z-scores of all matched
   records, whose robust spread is that factor (genomic control's lambda). A record whose rounds
-  agree then keeps its power; one whose rounds scatter pays for the drift in proportion.
+  agree then keeps its power; one whose rounds scatter pays for the drift in proportion. Six
+  pairs of 2026-12-07: 22 false alarms against 19, 164 of 504 slowdowns found against 155.
 
 It measures nothing itself: it reads the runs, and it swaps the rule only inside this process.
 
