@@ -44,11 +44,18 @@ def record(variant: str, median: float, seed: int, *, case: str = "nufft2d",
 
 
 def write_run(results_dir: Path, day: int, records: list[Record], finish: bool = True,
-              worker_environment: dict[str, str] | None = None) -> Path:
+              worker_environment: dict[str, str] | None = None,
+              reference_s: float | None = None) -> Path:
+    """A run of 2025-03-`day`; with `reference_s`, the guard read its reference op that long
+    throughout (baseline and every record's round)."""
     date = dt.date(2025, 3, day)
     meta = {"git_sha": f"{day:02d}cafe0000", "started_at": f"{date}T12:00:00+00:00"}
     if worker_environment is not None:
         meta["worker_environment"] = worker_environment
+    if reference_s is not None:
+        meta["guard"] = {"baseline": {"reference_s": reference_s}}
+        for r in records:
+            r.extra["guard"] = [{"round": 1, "slowdown": 0.0}]
     writer = RunWriter.create(results_dir, meta, date=date)
     for r in records:
         writer.add(r)
@@ -109,6 +116,22 @@ def test_two_runs_mark_the_slowdown(tmp_path):
     assert len(changed) == 1 and "torchlinops" in changed[0] and "**slower**" in changed[0]
     assert "2 other measurement(s) show no significant change" in text
     assert f"assets/{asset_name('box-2c', 'cpu', 'nufft2d')}" in text
+
+
+def test_the_machines_own_change_is_divided_out_of_the_markers(tmp_path):
+    """The second run's machine (its reference op) ran 20 % slower and so did every record: no
+    marker, no change listed, and the page says by how much the machine moved."""
+    res, docs = tmp_path / "results", tmp_path / "docs"
+    write_run(res, 1, [record("torchlinops", 1e-3, 1), record("sigpy", 2e-3, 2)],
+              reference_s=3e-4)
+    write_run(res, 2, [record("torchlinops", 1.2e-3, 3), record("sigpy", 2.4e-3, 4)],
+              reference_s=3.6e-4)
+    write_history_page(res, docs)
+    text = page_text(docs)
+    assert "The machine's reference op took 1.200x as\nlong in the newer run" in text
+    assert "No significant change in any of the 2 measurement(s)" in text
+    assert "significantly slower" not in (
+        docs / "benchmarks" / "assets" / asset_name("box-2c", "cpu", "nufft2d")).read_text()
 
 
 def test_latest_changes_warn_when_the_worker_settings_differ(tmp_path):
