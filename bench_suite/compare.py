@@ -181,8 +181,8 @@ def _summary(cmp: Comparison) -> str:
 def machine_note(ratio: float | None) -> str:
     """What the verdicts did about the machine's own change between the runs, in one line."""
     if ratio is None:
-        return ("machine: not divided out (a run has no guard readings, or "
-                "--no-machine-correction); CPU verdicts judge the raw ratios")
+        return ("machine: not divided out (a run has no guard readings or was merged from "
+                "shards, or --no-machine-correction); CPU verdicts judge the raw ratios")
     return (f"machine: the guard's reference op took {format_change(ratio)} as long in the new "
             f"run; CPU verdicts judge new/old divided by that (column \"÷ machine\")")
 

@@ -129,8 +129,12 @@ def reference_level(meta: RunMetadata, records: Iterable[Record]) -> float | Non
     moves with it (A/A pairs on 2026-12-07: medians 2-6 % apart run-wide); the reference op,
     which no library under test touches, moves with them, so two runs' levels say how much of a
     change is the machine (`analysis.machine_ratio`). None for a run without guard readings
-    (measured in-process, or before the guard existed).
+    (measured in-process, or before the guard existed), and for a run merged from several
+    shards: each shard's readings are relative to its own baseline, on its own machine.
     """
+    campaign = meta.extra.get("campaign")
+    if isinstance(campaign, dict) and len(campaign.get("merged_from") or ()) > 1:
+        return None
     baseline = ((meta.guard or {}).get("baseline") or {}).get("reference_s")
     slowdowns = [g["slowdown"] for r in records for g in r.extra.get("guard", [])
                  if isinstance(g, dict) and isinstance(g.get("slowdown"), (int, float))]

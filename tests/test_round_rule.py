@@ -157,3 +157,15 @@ def test_machine_ratio_reads_the_guard_baseline_and_its_readings():
     assert analysis.machine_ratio((RunMetadata(), old), (meta_new, new)) is None
     assert analysis.machine_ratio((meta_old, synthetic_run(rng, truth, 0.0, 0.0)),
                                   (meta_new, new)) is None
+
+
+def test_a_run_merged_from_several_shards_is_not_corrected():
+    """Each shard's guard slowdowns are relative to its own baseline: no one level to read."""
+    rng = np.random.default_rng(15)
+    recs = _with_guard(synthetic_run(rng, np.ones(3), 0.0, 0.0), slowdown=0.0)
+    baseline = {"baseline": {"reference_s": 2e-4}}
+    merged = RunMetadata(guard=baseline,
+                         extra={"campaign": {"merged_from": [{"run_id": "a"}, {"run_id": "b"}]}})
+    assert analysis.machine_ratio((RunMetadata(guard=baseline), recs), (merged, recs)) is None
+    one = RunMetadata(guard=baseline, extra={"campaign": {"merged_from": [{"run_id": "a"}]}})
+    assert analysis.machine_ratio((RunMetadata(guard=baseline), recs), (one, recs)) == 1.0
