@@ -182,20 +182,10 @@ def round_noise(all_rounds: Iterable[Sequence[Sequence[float]]],
     return RoundNoise(within, df, between)
 
 
-def round_shift_p(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],
-                  noise: RoundNoise | None = None) -> float | None:
-    """Two-sided p-value that the log round medians of `new` differ from those of `old`.
-
-    The unit of evidence is a round (a fresh process at another moment), not a sample: samples
-    of one round share the machine state, so treating them as independent makes every small
-    drift "significant". With two or three rounds a side a plain t-test has almost no power, so
-    the variance is moderated (as limma does): the record's own between-round variance is pooled
-    with the run-wide `noise` as `noise.df` extra degrees of freedom; the between-run variance
-    that no round can see is added to the difference's variance. None below 2 rounds a side
-    without a prior.
-    """
-    from scipy.special import stdtr
-
+def round_shift_t(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],
+                  noise: RoundNoise | None = None) -> tuple[float, float] | None:
+    """The signed t statistic of new against old log round medians and its degrees of freedom
+    (the test `round_shift_p` makes, see there); None where it has none."""
     lo = np.log([m for m in round_medians(old_rounds) if m > 0])
     ln = np.log([m for m in round_medians(new_rounds) if m > 0])
     if lo.size == 0 or ln.size == 0:
@@ -211,9 +201,29 @@ def round_shift_p(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Se
                    + (noise.between_runs if noise is not None else 0.0))
     diff = float(ln.mean() - lo.mean())
     if se == 0:
-        return 1.0 if diff == 0 else 0.0
-    t = abs(diff) / se
-    return float(2 * stdtr(df, -t))
+        return (0.0 if diff == 0 else math.copysign(math.inf, diff)), df
+    return diff / se, df
+
+
+def round_shift_p(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],
+                  noise: RoundNoise | None = None) -> float | None:
+    """Two-sided p-value that the log round medians of `new` differ from those of `old`.
+
+    The unit of evidence is a round (a fresh process at another moment), not a sample: samples
+    of one round share the machine state, so treating them as independent makes every small
+    drift "significant". With two or three rounds a side a plain t-test has almost no power, so
+    the variance is moderated (as limma does): the record's own between-round variance is pooled
+    with the run-wide `noise` as `noise.df` extra degrees of freedom; the between-run variance
+    that no round can see is added to the difference's variance. None below 2 rounds a side
+    without a prior.
+    """
+    from scipy.special import stdtr
+
+    found = round_shift_t(old_rounds, new_rounds, noise)
+    if found is None:
+        return None
+    t, df = found
+    return float(2 * stdtr(df, -abs(t)))
 
 
 def round_noise_of_medians(per_record: Iterable[Sequence[float]]) -> RoundNoise | None:

@@ -118,16 +118,9 @@ class ScaledNoise(stats.RoundNoise):
 
 
 def _moderated_z(old: Rounds, new: Rounds, variance: float, df: float) -> float | None:
-    """The record's log round-median difference over its moderated standard error."""
-    no_between = stats.RoundNoise(variance, df, 0.0)
-    p = RULE_AS_IS(old, new, no_between)
-    if p is None:
-        return None
-    from scipy.special import stdtrit
-
-    lo, ln = (np.log(stats.round_medians(r)) for r in (old, new))
-    dof = lo.size + ln.size - 2 + df
-    return math.copysign(float(-stdtrit(dof, p / 2)), float(ln.mean() - lo.mean()))
+    """The record's t statistic under the rule's moderated variance, no between-run part."""
+    found = stats.round_shift_t(old, new, stats.RoundNoise(variance, df, 0.0))
+    return None if found is None else found[0]
 
 
 def scaled_noise(all_rounds, log_ratios=(), rounds_per_side=0.0, df=stats.PRIOR_DF):
@@ -153,12 +146,11 @@ def scaled_p(old: Rounds, new: Rounds, noise: stats.RoundNoise | None = None) ->
 
     if noise is None:
         return RULE_AS_IS(old, new, noise)
-    z = _moderated_z(old, new, noise.variance, noise.df)
-    if z is None:
+    found = stats.round_shift_t(old, new, stats.RoundNoise(noise.variance, noise.df, 0.0))
+    if found is None:
         return None
-    lo, ln = stats.round_medians(old), stats.round_medians(new)
-    dof = len(lo) + len(ln) - 2 + noise.df
-    return float(2 * stdtr(dof, -abs(z) / math.sqrt(getattr(noise, "inflation", 1.0))))
+    t, df = found
+    return float(2 * stdtr(df, -abs(t) / math.sqrt(getattr(noise, "inflation", 1.0))))
 
 
 RULES: dict[str, tuple[Callable, Callable]] = {
