@@ -132,6 +132,10 @@ class Judgement:
     p_value: float | None
     verdict: str
     adjusted_ratio: float | None = None  # ratio / the machine's own ratio; None: not corrected
+    # The smallest slowdown this pair could be called slower for (the threshold, or more where
+    # the rounds are too noisy to reach p < alpha below it; `detectable_change`). None: judged
+    # on samples, or not judged.
+    detectable: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,7 @@ class Row:
     coils: int = 1
     adjusted_ratio: float | None = None  # ratio / machine ratio, where the verdict divided it out
     sample_test: bool = False  # judged on samples (a side has < 2 rounds), not on rounds
+    detectable: float | None = None  # Judgement.detectable
 
     def variant_label(self) -> str:
         """The variant, with the study axes that differ from their defaults: `finufft [eps=1e-03
@@ -261,13 +266,27 @@ def judge(old: Record, new: Record, threshold: float, alpha: float,
     adjusted = change if machine is not None else None
     old_rounds = _rounds(old)
     new_rounds = [[t / scale for t in r] for r in _rounds(new)]
+    detectable = None
     if len(old_rounds) >= 2 and len(new_rounds) >= 2:
         p = stats.round_shift_p(old_rounds, new_rounds, noise)
+        detectable = detectable_change(old_rounds, new_rounds, threshold, alpha, noise)
     else:
         p = mann_whitney_p(old_times, [t / scale for t in new_times])
     if p is None or p >= alpha or abs(change - 1.0) < threshold:
-        return Judgement(old_m, new_m, ratio, p, SAME, adjusted)
-    return Judgement(old_m, new_m, ratio, p, SLOWER if change > 1.0 else FASTER, adjusted)
+        return Judgement(old_m, new_m, ratio, p, SAME, adjusted, detectable)
+    return Judgement(old_m, new_m, ratio, p, SLOWER if change > 1.0 else FASTER, adjusted,
+                     detectable)
+
+
+def detectable_change(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],
+                      threshold: float, alpha: float, noise: stats.RoundNoise | None = None
+                      ) -> float | None:
+    """The smallest slowdown `judge` could report for these rounds: the threshold, or the
+    round test's limit (`stats.round_shift_limit`) where that is larger. A change of just the
+    limit is called significant about half the time; one half as large again (in log terms,
+    with the t of about 3 that alpha 0.01 needs) about nine times in ten."""
+    limit = stats.round_shift_limit(old_rounds, new_rounds, noise, alpha)
+    return None if limit is None else max(threshold, limit)
 
 
 def machine_ratio(old: tuple[RunMetadata, Iterable[Record]],
@@ -364,6 +383,7 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
         p_value=j.p_value,
         verdict=j.verdict,
         adjusted_ratio=j.adjusted_ratio,
+        detectable=j.detectable,
         sample_test=(old is not None and new is not None
                      and min(len(_rounds(old)), len(_rounds(new))) < 2),
     )

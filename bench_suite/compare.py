@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,6 +126,7 @@ def row_cells(row: Row) -> list[str]:
     ratio = "-" if row.ratio is None else format_change(row.ratio)
     adjusted = "-" if row.adjusted_ratio is None else format_change(row.adjusted_ratio)
     p = "-" if row.p_value is None else f"{row.p_value:.2g}"
+    detectable = "-" if row.detectable is None else f"≥ {row.detectable:.0%}"
     verdict = row.verdict
     if row.verdict == STATUS_CHANGED:
         verdict = f"status changed: {row.old_status} -> {row.new_status}"
@@ -132,12 +134,13 @@ def row_cells(row: Row) -> list[str]:
         verdict = f"not measured ({row.new_status})"
     return [row.case, row.direction, row.size_label, row.variant_label(), str(row.num_threads),
             format_time(row.old_median, unit), format_time(row.new_median, unit), ratio,
-            adjusted, p, verdict]
+            adjusted, p, detectable, verdict]
 
 
-# "÷ machine": new/old divided by the machine's own change, what the verdict was decided on
+# "÷ machine": new/old divided by the machine's own change, what the verdict was decided on;
+# "detectable": the smallest slowdown these two records could have been called slower for
 HEADERS = ["case", "direction", "size", "variant", "threads", "old", "new", "new/old",
-           "÷ machine", "p", "verdict"]
+           "÷ machine", "p", "detectable", "verdict"]
 _ANSI = {FASTER: "\033[1m\033[32m", SLOWER: "\033[1m\033[31m", STATUS_CHANGED: "\033[33m",
          "geomean": "\033[1m"}
 _RESET = "\033[0m"
@@ -167,6 +170,9 @@ def _summary(cmp: Comparison) -> str:
     text = f"{len(cmp.rows)} measurement(s): " + ", ".join(
         f"{n} {v}" for v, n in counts.items() if n)
     text += "\n" + machine_note(cmp.machine_ratio)
+    detectable = detectable_note(cmp.rows, cmp.threshold)
+    if detectable:
+        text += "\n" + detectable
     if cmp.environment_changes:
         text += ("\nnote: the runs' worker processes had different environments, which can move "
                  "times by themselves: " + "; ".join(cmp.environment_changes))
@@ -185,6 +191,32 @@ def machine_note(ratio: float | None) -> str:
                 "shards, or --no-machine-correction); CPU verdicts judge the raw ratios")
     return (f"machine: the guard's reference op took {format_change(ratio)} as long in the new "
             f"run; CPU verdicts judge new/old divided by that (column \"÷ machine\")")
+
+
+def detectable_note(rows: Sequence[Row], threshold: float) -> str | None:
+    """How large a slowdown these runs could show (column "detectable"): a line with the median
+    over the measurements judged on rounds, per thread count, and how many reach the threshold
+    itself; a second line, where some do not, on what their verdict then means. None when no
+    measurement was judged on rounds."""
+    judged = [r for r in rows if r.detectable is not None]
+    if not judged:
+        return None
+
+    def typical(group: list[Row]) -> str:
+        return f"{statistics.median(r.detectable for r in group):.0%}"
+
+    threads = sorted({r.num_threads for r in judged})
+    per_thread = ", ".join(
+        f"{n} thread(s): {typical([r for r in judged if r.num_threads == n])}" for n in threads)
+    at_threshold = sum(r.detectable <= threshold * (1 + 1e-9) for r in judged)
+    text = (f"detectable: the smallest slowdown these runs could show is {typical(judged)} for "
+            f"the median measurement ({per_thread}); {at_threshold} of the {len(judged)} "
+            f"judged on rounds could show one of the {threshold:.1%} threshold")
+    if at_threshold < len(judged):
+        text += ("\nnote: these runs vary too much between rounds or runs to call a smaller "
+                 "change significant; below a row's \"detectable\", \"no significant change\" "
+                 "means the runs cannot tell, not that nothing changed")
+    return text
 
 
 def format_table(cmp: Comparison, color: bool = False) -> str:
@@ -211,7 +243,7 @@ def format_table(cmp: Comparison, color: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-_MD_ALIGN = ["---"] * 4 + ["---:"] * 6 + ["---"]  # numbers right-aligned
+MD_ALIGN = ["---"] * 4 + ["---:"] * 7 + ["---"]  # HEADERS' markdown alignment: numbers right
 
 
 def format_markdown(cmp: Comparison) -> str:
@@ -220,7 +252,7 @@ def format_markdown(cmp: Comparison) -> str:
     for machine, device, rows, gm in _groups(cmp):
         lines += [f"### {md_escape(machine)} — {md_escape(device)}", "",
                   "| " + " | ".join(HEADERS) + " |",
-                  "|" + "|".join(_MD_ALIGN) + "|"]
+                  "|" + "|".join(MD_ALIGN) + "|"]
         for r in rows:
             cells = [md_escape(c) for c in row_cells(r)]
             if r.verdict in (FASTER, SLOWER):
@@ -228,7 +260,7 @@ def format_markdown(cmp: Comparison) -> str:
             lines.append("| " + " | ".join(cells) + " |")
         if gm is not None:
             lines.append(f"| **geometric mean** ({gm.count} pairs) | | | | | | | "
-                         f"**{format_change(gm.ratio)}** | | | |")
+                         f"**{format_change(gm.ratio)}** | | | | |")
         lines.append("")
     lines.append(_summary(cmp))
     return "\n".join(lines) + "\n"
@@ -287,7 +319,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "the round medians differ significantly (p < alpha, a moderated t-test on "
                     "log round medians; runs of one round: Mann-Whitney U on the samples) and "
                     "the median moved by at least the threshold, both after dividing out the "
-                    "machine's own change between the runs (the guard's reference op).",
+                    "machine's own change between the runs (the guard's reference op). Column "
+                    "\"detectable\": the smallest slowdown the two records could have been "
+                    "called slower for, given how much their rounds and the runs vary.",
     )
     p.add_argument("old", help="the baseline run: a directory or an archive name")
     p.add_argument("new", help="the run to judge: a directory or an archive name")

@@ -182,10 +182,11 @@ def round_noise(all_rounds: Iterable[Sequence[Sequence[float]]],
     return RoundNoise(within, df, between)
 
 
-def round_shift_t(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],
-                  noise: RoundNoise | None = None) -> tuple[float, float] | None:
-    """The signed t statistic of new against old log round medians and its degrees of freedom
-    (the test `round_shift_p` makes, see there); None where it has none."""
+def _round_shift_parts(old_rounds: Sequence[Sequence[float]],
+                       new_rounds: Sequence[Sequence[float]], noise: RoundNoise | None
+                       ) -> tuple[float, float, float] | None:
+    """The difference of the mean log round medians (new - old), its standard error and degrees
+    of freedom, as `round_shift_p` tests them; None where there are none."""
     lo = np.log([m for m in round_medians(old_rounds) if m > 0])
     ln = np.log([m for m in round_medians(new_rounds) if m > 0])
     if lo.size == 0 or ln.size == 0:
@@ -199,10 +200,39 @@ def round_shift_t(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Se
         return None
     se = math.sqrt(ss / df * (1 / lo.size + 1 / ln.size)
                    + (noise.between_runs if noise is not None else 0.0))
-    diff = float(ln.mean() - lo.mean())
+    return float(ln.mean() - lo.mean()), se, float(df)
+
+
+def round_shift_t(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],
+                  noise: RoundNoise | None = None) -> tuple[float, float] | None:
+    """The signed t statistic of new against old log round medians and its degrees of freedom
+    (the test `round_shift_p` makes, see there); None where it has none."""
+    parts = _round_shift_parts(old_rounds, new_rounds, noise)
+    if parts is None:
+        return None
+    diff, se, df = parts
     if se == 0:
         return (0.0 if diff == 0 else math.copysign(math.inf, diff)), df
     return diff / se, df
+
+
+def round_shift_limit(old_rounds: Sequence[Sequence[float]],
+                      new_rounds: Sequence[Sequence[float]], noise: RoundNoise | None = None,
+                      alpha: float = 0.01) -> float | None:
+    """The smallest slowdown (new/old - 1) that `round_shift_p` would call significant at
+    `alpha`, given these rounds' spread and the runs' noise: t(1 - alpha/2, df) standard errors.
+
+    Why: on a noisy machine "no significant change" beside a +40 % ratio reads as "nothing
+    changed" when it means "these runs cannot tell"; the limit says which. It depends on the
+    spread only, not on the difference found. None where the test has no standard error.
+    """
+    from scipy.special import stdtrit
+
+    parts = _round_shift_parts(old_rounds, new_rounds, noise)
+    if parts is None:
+        return None
+    _, se, df = parts
+    return math.expm1(float(stdtrit(df, 1.0 - alpha / 2)) * se)
 
 
 def round_shift_p(old_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]],

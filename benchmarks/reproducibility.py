@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench_suite import affinity, analysis, cpu_idle, hoststate, runner, stats
+from bench_suite import affinity, analysis, compare, cpu_idle, hoststate, runner, stats
 from bench_suite.results import Record, ResultsError, list_runs, load_run
 from bench_suite.store_schema import IDENTITY_FIELDS
 from reportgen import answer, load
@@ -199,6 +199,9 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
           f"{len(alarms)} of {len(rows)}")
     for r in alarms:
         print(f"  false alarm: {r.name()}: {r.ratio:.3f}x, p = {r.p_value:.2g}")
+    detectable = compare.detectable_note(rows, args.threshold)
+    if detectable:
+        print("  " + detectable.replace("\n", "\n  "))
 
     rng = np.random.default_rng(args.seed)
     picks = rng.choice(len(keys), size=min(args.tries, len(keys)), replace=False)
@@ -211,8 +214,10 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
         row = next(r for r in rows if tuple(getattr(r, f) for f in IDENTITY_FIELDS) == key)
         hit = row.verdict == analysis.SLOWER
         found += hit
+        limit = "" if row.detectable is None else f", detectable >= {row.detectable:.0%}"
         print(f"  injected +{args.slowdown:.0%} into {b[key].name()}: "
-              f"{'detected' if hit else 'missed'} ({row.ratio:.3f}x, p = {row.p_value:.2g})")
+              f"{'detected' if hit else 'missed'} ({row.ratio:.3f}x, p = {row.p_value:.2g}"
+              f"{limit})")
     print(f"injected slowdowns detected: {found} of {len(picks)}")
 
     within5 = float(np.mean(dev <= 0.05))

@@ -30,7 +30,13 @@ from bench_suite.analysis import (  # noqa: E402
     compare_records,
     machine_ratio,
 )
-from bench_suite.compare import HEADERS, environment_changes, row_cells  # noqa: E402
+from bench_suite.compare import (  # noqa: E402
+    HEADERS,
+    MD_ALIGN,
+    detectable_note,
+    environment_changes,
+    row_cells,
+)
 from bench_suite.formatting import md_escape, slug, time_unit  # noqa: E402
 from bench_suite.results import Record  # noqa: E402
 from reportgen.charts import save  # noqa: E402
@@ -68,6 +74,8 @@ class Group:
     geomean: GeoMean | None = None
     environment: list[str] = field(default_factory=list)  # worker settings the two differ in
     machine_ratio: float | None = None  # the latest two runs' (analysis.machine_ratio)
+    # How large a change they could show, a paragraph a line (compare.detectable_note).
+    detectable: list[str] = field(default_factory=list)
 
     def records(self, run: Run) -> list[Record]:
         return [r for r in run.records if r.machine == self.machine and r.device == self.device]
@@ -148,6 +156,7 @@ def latest_changes(group: Group, threshold: float, alpha: float) -> None:
     group.changes = [[md_escape(c) for c in row_cells(r)] for r in changed]
     group.change_verdicts = [r.verdict for r in changed]
     group.unchanged = len(rows) - len(changed)
+    group.detectable = (detectable_note(rows, threshold) or "").splitlines()
     group.geomean = geomeans[0] if geomeans else None
     group.environment = environment_changes(group.runs[-2].meta, group.runs[-1].meta)
 
@@ -253,6 +262,6 @@ def write_history_page(library: Library, site: Site, *, threshold: float = 0.05,
             group.charts.append({"case": case, "file": site.link(path)})
         latest_changes(group, threshold, alpha)
     site.page(PAGE, "history.md.j2", groups=groups, runs=runs, skipped=library.skipped,
-              threshold=threshold, alpha=alpha, headers=HEADERS, SLOWER=SLOWER, FASTER=FASTER,
-              colours={SLOWER: ALERT, FASTER: GOOD}, targets=targets)
+              threshold=threshold, alpha=alpha, headers=HEADERS, align=MD_ALIGN, SLOWER=SLOWER,
+              FASTER=FASTER, colours={SLOWER: ALERT, FASTER: GOOD}, targets=targets)
     return groups

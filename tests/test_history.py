@@ -269,3 +269,30 @@ def test_history_and_cpu_pages_use_the_same_colour_per_variant(tmp_path):
     for v in variants:
         assert to_rgba(history_colours[v]) == to_rgba(cpu_colours[v]), v
     assert history_colours["torchlinops"] == "#1f77b4" and history_colours["sigpy"] == "#ff7f0e"
+
+
+def test_latest_changes_say_how_large_a_change_the_runs_could_show(tmp_path):
+    """Rounds that scatter by 15 %: the page's table has the "detectable" column (its alignment
+    row as wide as its header) and says that "no significant change" means "cannot tell"; the
+    record that ran 3x slower is still listed."""
+    rng = np.random.default_rng(5)
+
+    def noisy(variant: str, median: float) -> Record:
+        rec = record(variant, median, 0)
+        rec.rounds = [list(median * np.exp(rng.normal(0, 0.15)) * (1 + 0.01 * rng.random(20)))
+                      for _ in range(4)]
+        rec.times = [t for r in rec.rounds for t in r]
+        rec.num_runs = len(rec.times)
+        return rec
+
+    names = [f"v{i}" for i in range(12)]
+    write_run(tmp_path / "results", 1, [noisy(v, 1e-3) for v in names])
+    write_run(tmp_path / "results", 2, [noisy(v, 3e-3 if v == "v0" else 1e-3) for v in names])
+    text = write_history_page(tmp_path / "results", tmp_path / "docs").read_text()
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| case |"))
+    assert "detectable" in lines[header]
+    assert lines[header].count("|") == lines[header + 1].count("|")
+    assert "| nufft2d" in lines[header + 2] and "**slower**" in lines[header + 2]
+    assert "detectable: the smallest slowdown these runs could show is" in text
+    assert "means the runs cannot tell" in text

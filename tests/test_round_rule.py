@@ -169,3 +169,35 @@ def test_a_run_merged_from_several_shards_is_not_corrected():
     assert analysis.machine_ratio((RunMetadata(guard=baseline), recs), (merged, recs)) is None
     one = RunMetadata(guard=baseline, extra={"campaign": {"merged_from": [{"run_id": "a"}]}})
     assert analysis.machine_ratio((RunMetadata(guard=baseline), recs), (one, recs)) == 1.0
+
+
+def test_round_shift_limit_is_where_the_test_turns_significant():
+    """The limit depends on the rounds' spread only: a shift just beyond it is significant at
+    alpha, one just short of it is not."""
+    old = [[1.00], [1.03], [0.98], [1.01]]
+    noise = stats.RoundNoise(variance=0.02**2, df=10, between_runs=0.01**2)
+    limit = stats.round_shift_limit(old, old, noise, alpha=0.01)
+    assert 0.02 < limit < 0.2
+
+    def p_at(factor: float) -> float:
+        return stats.round_shift_p(old, [[t * factor for t in r] for r in old], noise)
+
+    assert p_at(1 + limit * 1.01) < 0.01 < p_at(1 + limit * 0.99)
+    assert stats.round_shift_limit(old, old, noise, alpha=0.05) < limit
+    assert stats.round_shift_limit([[1.0]], [[1.0]]) is None
+
+
+def test_detectable_is_the_threshold_or_what_noisy_rounds_allow():
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
+    quiet = analysis.compare_records(synthetic_run(rng, truth, 0.005, 0.005),
+                                     synthetic_run(rng, truth, 0.005, 0.005), 0.05, 0.01)[0]
+    noisy = analysis.compare_records(synthetic_run(rng, truth, 0.05, 0.05),
+                                     synthetic_run(rng, truth, 0.05, 0.05), 0.05, 0.01)[0]
+    assert all(r.detectable == 0.05 for r in quiet)  # the threshold binds
+    assert min(r.detectable for r in noisy) > 0.10  # the rounds and runs bind
+    # A record judged on samples (one round a side) has no round limit.
+    one = Record(case="c", direction="f", size_label="s", variant="v", device="cpu",
+                 num_threads=1, machine="m", status="ok", problem_size=1, grid=[1],
+                 times=[1.0, 1.01, 0.99] * 5)
+    assert analysis.judge(one, one, 0.05, 0.01).detectable is None
