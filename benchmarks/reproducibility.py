@@ -41,6 +41,7 @@ from bench_suite.store_schema import IDENTITY_FIELDS
 from reportgen import answer, load
 
 TARGET_WITHIN_5 = 0.95
+TARGET_AGREEMENT = 0.05  # the +-5 % of TARGET_WITHIN_5
 TARGET_DETECTIONS = 0.9
 
 
@@ -186,6 +187,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     frames = {"A": site_frame(a, keys), "B": site_frame(b, keys)}
     _report_intervals(frames, a, b, keys)
     _report_host_state(a, b, keys)
+    _report_noise(a, b, keys)
     _report_answers(frames)
     worst = keys[int(np.argmax(dev))]
     w_a, w_b = a[worst], b[worst]
@@ -228,6 +230,40 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     for text, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {text}")
     return all(ok for _, ok in checks)
+
+
+def rounds_needed(noise: stats.RoundNoise, within: float = TARGET_AGREEMENT,
+                  share: float = TARGET_WITHIN_5) -> int | None:
+    """Rounds a run would need for `share` of the records' medians to agree within +-`within`
+    between two runs, were the log ratios normal: var = 2 * round variance / R + the
+    between-run variance no round sees. None when that variance alone is too large."""
+    from scipy.special import ndtri
+
+    target = (math.log1p(within) / float(ndtri(0.5 + share / 2))) ** 2
+    if noise.between_runs >= target:
+        return None
+    return max(1, math.ceil(2 * noise.variance / (target - noise.between_runs)))
+
+
+def _report_noise(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple]) -> None:
+    """Where the disagreement comes from, per thread count: how much the round medians of one
+    record scatter within a run and how much more its runs differ, and so whether more rounds
+    would help (analysis.round_noise_by_stratum, the same estimate compare's test uses)."""
+    noise = analysis.round_noise_by_stratum({k: a[k] for k in keys}, {k: b[k] for k in keys})
+    rounds_now = int(np.median([len(a[k].rounds) for k in keys]))
+    for stratum, found in sorted(noise.items(), key=lambda kv: (kv[0] is None, kv[0] or ())):
+        if found is None:
+            continue
+        label = "all records" if stratum is None else f"{stratum[2]} thread(s)"
+        needed = rounds_needed(found)
+        need = (f"about {needed} rounds a run would put {TARGET_WITHIN_5:.0%} of the records "
+                f"within +-{TARGET_AGREEMENT:.0%}" if needed is not None else
+                f"more rounds alone would not put {TARGET_WITHIN_5:.0%} within "
+                f"+-{TARGET_AGREEMENT:.0%}: the runs differ by more than that beyond their rounds")
+        print(f"  noise, {label}: one record's round medians scatter by "
+              f"{math.sqrt(found.variance):.1%} (sd of the log), its ratio between the runs by "
+              f"a further {math.sqrt(found.between_runs):.1%}; with {rounds_now} rounds now, "
+              f"{need}")
 
 
 def _report_two_levels(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple],

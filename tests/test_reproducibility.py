@@ -10,7 +10,7 @@ import pytest
 from script_module import load_script
 from test_round_rule import synthetic_run
 
-from bench_suite import results, runner
+from bench_suite import results, runner, stats
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +222,26 @@ def test_the_machines_own_change_is_divided_out_of_the_verdicts(tmp_path, reprod
     out = capsys.readouterr().out
     assert "the machine's own change" not in out
     assert "significant verdicts (threshold 5%, alpha 0.01): 0 of 30" not in out
+
+
+def test_rounds_needed_follows_the_round_and_run_noise(reproducibility):
+    noise = stats.RoundNoise
+    # sd of a log ratio allowed: log(1.05) / 1.96 = 0.0249; rounds of sd 0.02 need 2 * 0.02^2 /
+    # 0.0249^2 = 1.3, so 2 rounds; sd 0.15 needs 73; a between-run sd of 0.03 alone is too much.
+    assert reproducibility.rounds_needed(noise(0.02**2, 10)) == 2
+    assert reproducibility.rounds_needed(noise(0.15**2, 10)) == 73
+    assert reproducibility.rounds_needed(noise(0.02**2, 10, between_runs=0.03**2)) is None
+
+
+@pytest.mark.parametrize("drift_sd, advice", [
+    (0.0, "rounds a run would put 95% of the records within +-5%"),
+    (0.1, "more rounds alone would not put 95% within +-5%")])
+def test_the_noise_line_says_whether_more_rounds_would_help(tmp_path, reproducibility, capsys,
+                                                            drift_sd, advice):
+    rng = np.random.default_rng(4)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 40))
+    runs = [synthetic_run(rng, truth, drift_sd=drift_sd, round_sd=0.08) for _ in range(2)]
+    a, b = store(tmp_path, "a", runs[0]), store(tmp_path, "b", runs[1])
+    reproducibility.main(["--runs", str(a), str(b), "--tries", "2"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if "noise, 1 thread(s)" in x)
+    assert "with 3 rounds now" in line and advice in line
