@@ -34,7 +34,7 @@ def test_one_slow_round_hides_a_slowdown_from_the_rule_as_is_only(round_rules):
                 list(old.values()), [round_rules.with_slowdown(r, 1.1) for r in new.values()])
         found[name] = [r.verdict for r in rows if r.variant == "v0"][0]
     assert found == {"as is": "no significant change", "jackknife": "slower", "clipped": "slower",
-                     "scaled": "no significant change"}
+                     "scaled": "no significant change", "mean prior": "no significant change"}
     assert stats.round_shift_p is round_rules.RULE_AS_IS  # the rule is back after each swap
 
 
@@ -46,8 +46,8 @@ def test_pairs_are_read_and_totalled(tmp_path, round_rules, capsys):
     assert round_rules.main([str(tmp_path / "pair"), str(tmp_path / "pair")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].split()[0] == "pair" and lines[-1].split()[0] == "all"
-    assert lines[2].count("0,  20 of 20") == 4  # quiet runs: no alarm, every slowdown found
-    assert lines[-1].count("0,  40 of 40") == 4
+    assert lines[2].count("0,  20 of 20") == 5  # quiet runs: no alarm, every slowdown found
+    assert lines[-1].count("0,  40 of 40") == 5
 
 
 def test_the_scaled_rule_widens_by_what_runs_drift_beyond_their_rounds(round_rules):
@@ -63,6 +63,23 @@ def test_the_scaled_rule_widens_by_what_runs_drift_beyond_their_rounds(round_rul
 
     assert inflation(0.04) > 10
     assert inflation(0.0) < 2
+
+
+def test_the_mean_prior_counts_the_records_whose_rounds_land_in_both_speeds(round_rules):
+    """Most records' rounds agree to 1 %; one in ten has a round 1.6x the others (a host with two
+    speeds): the median of the round variances barely sees them, their mean does, and the prior
+    takes the mean, leaving less to the between-run part."""
+    rng = np.random.default_rng(9)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 60))
+    a, b = (synthetic_run(rng, truth, drift_sd=0.02, round_sd=0.01) for _ in range(2))
+    for rec in a[::10]:
+        rec.rounds[0] = [t * 1.6 for t in rec.rounds[0]]
+    rounds = [r for x, y in zip(a, b, strict=True) for r in (x.rounds, y.rounds)]
+    ratios = [np.log(np.median(y.times) / np.median(x.times)) for x, y in zip(a, b, strict=True)]
+    as_is = stats.round_noise(rounds, ratios, 3)
+    mean = round_rules.mean_prior_noise(rounds, ratios, 3)
+    assert mean.variance > 5 * as_is.variance
+    assert mean.between_runs < as_is.between_runs
 
 
 def test_no_folder_is_a_usage_error(round_rules, capsys):
