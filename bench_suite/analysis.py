@@ -18,9 +18,10 @@ within-run test (Mann-Whitney U on the samples), the only evidence they have.
 The machine itself runs faster or slower from one run to the next, and every CPU record moves with
 it. The guard's reference op (`guard.reference_level`), which no library under test touches,
 moves too; `machine_ratio` is how much, and `judge` divides it out of each CPU record's change
-before deciding (the size and the test alike). Seven A/A pairs (2026-12-07): false alarms 25 ->
-15, records within +-5 % up in six (Findings, section 5). The table still shows the raw medians
-and ratio, with the corrected ratio beside them.
+before deciding (the size and the test alike). Ten A/A pairs (2026-12-07): false alarms 32 ->
+22, records within +-5 % up in seven and down in three, where the reference op moved against the
+records (Findings, section 5). The table still shows the raw medians and ratio, with the
+corrected ratio beside them.
 """
 
 from __future__ import annotations

@@ -126,11 +126,12 @@ def reference_level(meta: RunMetadata, records: Iterable[Record]) -> float | Non
     slowdown of every group round's guard (the slower of the round's before and after readings).
 
     Why: a shared host runs faster or slower for minutes at a time, and every record of a run
-    moves with it (A/A pairs on 2026-12-07: up to 6 % apart run-wide); the reference op,
-    which no library under test touches, moves with them, so two runs' levels say how much of a
-    change is the machine (`analysis.machine_ratio`). None for a run without guard readings
-    (measured in-process, or before the guard existed), and for a run merged from several
-    shards: each shard's readings are relative to its own baseline, on its own machine.
+    moves with it (A/A pairs on 2026-12-07: up to 12 % apart run-wide); the reference op,
+    which no library under test touches, moved with them in seven of ten pairs, so two runs'
+    levels say how much of a change is the machine (`analysis.machine_ratio`). None for a run
+    without guard readings (measured in-process, or before the guard existed), and for a run
+    merged from several shards: each shard's readings are relative to its own baseline, on its
+    own machine.
     """
     campaign = meta.extra.get("campaign")
     if isinstance(campaign, dict) and len(campaign.get("merged_from") or ()) > 1:

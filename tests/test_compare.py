@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_round_rule import synthetic_run
 
 from bench_suite import analysis, compare, results
 from bench_suite.analysis import (
@@ -407,25 +408,16 @@ def test_the_machines_own_change_is_divided_out_and_said(tmp_path, capsys):
     assert "machine: not divided out" in capsys.readouterr().out
 
 
-def _rounds_record(variant: str, rng: np.random.Generator, round_sd: float,
-                   threads: int = 1) -> Record:
-    rounds = [list(1e-3 * np.exp(rng.normal(0, round_sd)) * (1 + 0.01 * rng.random(20)))
-              for _ in range(4)]
-    return Record(case="nufft2d", direction="forward", size_label="small", variant=variant,
-                  device="cpu", num_threads=threads, machine="box-2c", status="ok",
-                  problem_size=64 * 64, grid=[64, 64], times=[t for r in rounds for t in r],
-                  rounds=rounds)
-
-
 @pytest.mark.parametrize("round_sd, cannot_tell", [(0.002, False), (0.15, True)])
 def test_the_smallest_detectable_change_is_shown_and_explained(tmp_path, capsys, round_sd,
                                                               cannot_tell):
     """Rounds that scatter by 15 % cannot show a 5 % change: every row says how large a change it
     could show, and the summary says that "no significant change" then means "cannot tell"."""
     rng = np.random.default_rng(3)
-    names = [f"v{i}" for i in range(12)]
-    old = [_rounds_record(v, rng, round_sd, threads=1 + i % 2) for i, v in enumerate(names)]
-    new = [_rounds_record(v, rng, round_sd, threads=1 + i % 2) for i, v in enumerate(names)]
+    truth = np.full(6, 1e-3)
+    old, new = ([r for threads in (1, 2) for r in synthetic_run(rng, truth, 0.0, round_sd,
+                                                               num_threads=threads)]
+                for _ in range(2))
     old_dir, new_dir = write_run(tmp_path, old), write_run(tmp_path, new, date=dt.date(2025, 1, 2))
     assert main([str(old_dir), str(new_dir)]) == 0
     out = capsys.readouterr().out

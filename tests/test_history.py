@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
+from test_round_rule import synthetic_run
 
 from bench_suite import results
 from bench_suite.analysis import FASTER, SAME, SLOWER
@@ -276,23 +277,16 @@ def test_latest_changes_say_how_large_a_change_the_runs_could_show(tmp_path):
     row as wide as its header) and says that "no significant change" means "cannot tell"; the
     record that ran 3x slower is still listed."""
     rng = np.random.default_rng(5)
-
-    def noisy(variant: str, median: float) -> Record:
-        rec = record(variant, median, 0)
-        rec.rounds = [list(median * np.exp(rng.normal(0, 0.15)) * (1 + 0.01 * rng.random(20)))
-                      for _ in range(4)]
-        rec.times = [t for r in rec.rounds for t in r]
-        rec.num_runs = len(rec.times)
-        return rec
-
-    names = [f"v{i}" for i in range(12)]
-    write_run(tmp_path / "results", 1, [noisy(v, 1e-3) for v in names])
-    write_run(tmp_path / "results", 2, [noisy(v, 3e-3 if v == "v0" else 1e-3) for v in names])
+    old, new = (synthetic_run(rng, np.full(12, 1e-3), 0.0, 0.15) for _ in range(2))
+    new[0].rounds = [[t * 3 for t in r] for r in new[0].rounds]
+    new[0].times = [t for r in new[0].rounds for t in r]
+    write_run(tmp_path / "results", 1, old)
+    write_run(tmp_path / "results", 2, new)
     text = write_history_page(tmp_path / "results", tmp_path / "docs").read_text()
     lines = text.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| case |"))
     assert "detectable" in lines[header]
     assert lines[header].count("|") == lines[header + 1].count("|")
-    assert "| nufft2d" in lines[header + 2] and "**slower**" in lines[header + 2]
+    assert "| c | forward" in lines[header + 2] and "**slower**" in lines[header + 2]
     assert "detectable: the smallest slowdown these runs could show is" in text
     assert "means the runs cannot tell" in text
