@@ -247,7 +247,8 @@ def can_reach(n_old: int, n_new: int, alpha: float) -> bool:
     return n_old > 0 and n_new > 0 and 2 / math.comb(n_old + n_new, n_old) < alpha
 
 
-def _rounds(rec: Record) -> list[list[float]]:
+def rounds_of(rec: Record) -> list[list[float]]:
+    """The record's non-empty rounds; a record from before rounds is one round of its samples."""
     return [list(r) for r in rec.rounds if len(r)] or ([list(rec.times)] if rec.times else [])
 
 
@@ -265,8 +266,8 @@ def judge(old: Record, new: Record, threshold: float, alpha: float,
     scale = machine or 1.0
     change = ratio / scale
     adjusted = change if machine is not None else None
-    old_rounds = _rounds(old)
-    new_rounds = [[t / scale for t in r] for r in _rounds(new)]
+    old_rounds = rounds_of(old)
+    new_rounds = [[t / scale for t in r] for r in rounds_of(new)]
     detectable = None
     if len(old_rounds) >= 2 and len(new_rounds) >= 2:
         p = stats.round_shift_p(old_rounds, new_rounds, noise)
@@ -321,8 +322,8 @@ def round_noise_of(old: dict[tuple, Record], new: dict[tuple, Record]) -> stats.
     if not pairs:
         return None
     ratios = [math.log(stats.median(n.times) / stats.median(o.times)) for o, n in pairs]
-    sides = [min(len(_rounds(o)), len(_rounds(n))) for o, n in pairs]
-    return stats.round_noise((_rounds(r) for pair in pairs for r in pair), ratios,
+    sides = [min(len(rounds_of(o)), len(rounds_of(n))) for o, n in pairs]
+    return stats.round_noise((rounds_of(r) for pair in pairs for r in pair), ratios,
                              float(np.median(sides)))
 
 
@@ -386,7 +387,7 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
         adjusted_ratio=j.adjusted_ratio,
         detectable=j.detectable,
         sample_test=(old is not None and new is not None
-                     and min(len(_rounds(old)), len(_rounds(new))) < 2),
+                     and min(len(rounds_of(old)), len(rounds_of(new))) < 2),
     )
 
 

@@ -34,7 +34,8 @@ def test_one_slow_round_hides_a_slowdown_from_the_rule_as_is_only(round_rules):
                 list(old.values()), [round_rules.with_slowdown(r, 1.1) for r in new.values()])
         found[name] = [r.verdict for r in rows if r.variant == "v0"][0]
     assert found == {"as is": "no significant change", "jackknife": "slower", "clipped": "slower",
-                     "scaled": "no significant change", "mean prior": "no significant change"}
+                     "scaled": "no significant change", "mean prior": "no significant change",
+                     "fitted prior": "no significant change"}
     assert stats.round_shift_p is round_rules.RULE_AS_IS  # the rule is back after each swap
 
 
@@ -46,8 +47,20 @@ def test_pairs_are_read_and_totalled(tmp_path, round_rules, capsys):
     assert round_rules.main([str(tmp_path / "pair"), str(tmp_path / "pair")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].split()[0] == "pair" and lines[-1].split()[0] == "all"
-    assert lines[2].count("0,  20 of 20") == 5  # quiet runs: no alarm, every slowdown found
-    assert lines[-1].count("0,  40 of 40") == 5
+    rules = len(round_rules.RULES)  # quiet runs: no alarm, every slowdown found, by every rule
+    assert lines[2].count("0,  20 of 20") == rules
+    assert lines[-1].count("0,  40 of 40") == rules
+
+
+def test_one_rule_can_be_chosen(tmp_path, round_rules, capsys):
+    rng = np.random.default_rng(6)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
+    for _ in range(2):
+        store(tmp_path, "pair", synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004))
+    assert round_rules.main([str(tmp_path / "pair"), "--rule", "fitted prior"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[1:] == ["fitted", "prior"]
+    assert lines[-1].split()[1:] == ["0,", "12", "of", "12"]
 
 
 def test_the_scaled_rule_widens_by_what_runs_drift_beyond_their_rounds(round_rules):
@@ -80,6 +93,35 @@ def test_the_mean_prior_counts_the_records_whose_rounds_land_in_both_speeds(roun
     mean = round_rules.mean_prior_noise(rounds, ratios, 3)
     assert mean.variance > 5 * as_is.variance
     assert mean.between_runs < as_is.between_runs
+
+
+def test_the_fitted_prior_weighs_by_how_far_the_records_variances_differ(round_rules):
+    """Every record's rounds at 1 %: the variances differ by sampling alone, and the fitted
+    prior is one variance near (1 %)^2 with the largest weight; half at 1 % and half at 10 %:
+    its degrees of freedom fall to a few, so each record leans on its own rounds."""
+    rng = np.random.default_rng(10)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 80))
+
+    def fitted(round_sds: list[float]) -> stats.RoundNoise:
+        runs = [synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.01) for _ in range(2)]
+        for run in runs:
+            for rec, sd in zip(run, round_sds * (80 // len(round_sds)), strict=True):
+                shifts = np.exp(rng.normal(0, sd, len(rec.rounds)))  # one per round
+                rec.rounds = [[t * f for t in r] for r, f in zip(rec.rounds, shifts, strict=True)]
+        return round_rules.fitted_prior_noise(r.rounds for pair in zip(*runs) for r in pair)
+
+    same = fitted([0.0])
+    assert same.df == round_rules.FITTED_DF_CAP
+    assert 0.007 < np.sqrt(same.variance) < 0.013
+    mixed = fitted([0.0, 0.1])
+    assert mixed.df < 5
+
+
+def test_trigamma_inverse_inverts(round_rules):
+    from scipy.special import polygamma
+
+    for x in (0.3, 1.0, 7.5, 200.0):
+        assert round_rules._trigamma_inverse(float(polygamma(1, x))) == pytest.approx(x, rel=1e-6)
 
 
 def test_no_folder_is_a_usage_error(round_rules, capsys):

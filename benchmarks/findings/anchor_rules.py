@@ -1,0 +1,196 @@
+"""asv, pyperf and Google Benchmark decide "changed" by other rules: which does best on A/A pairs?
+
+Each tool's comparison rule is applied to the same stored runs (each round one worker process),
+against the same false alarms (the two runs are of one commit) and the same injected slowdowns
+(every record of the second run slowed by 10 % in turn, all its samples scaled):
+
+- `linop-bench`: `compare`'s rule (`analysis.compare_records`: a moderated t-test on log round
+  medians, p < 0.01, and |change| >= 5 %), on the raw ratios and with the machine's own change
+  (the guard's reference op) divided out, as `compare` does by default; and at Google
+  Benchmark's alpha of 0.05.
+- `asv`: `asv compare` (asv/_stats.py `is_different`, asv/commands/compare.py): a Mann-Whitney U
+  test on all samples pooled over processes, p < 0.002, and the medians more than `--factor`
+  apart (default 1.1).
+- `pyperf`: `pyperf compare_to` (pyperf/_utils.py `is_significant`): Student's two-sample t-test
+  on the values, |t| at or above the two-sided 95 % critical value, no size threshold unless
+  `--min-speed`. A pyperf value is the mean of a few calls and a worker gives 3 of them: here,
+  each round's samples in 3 consecutive chunks, each chunk's mean.
+- `Google Benchmark`: tools/compare.py's U test: Mann-Whitney U on the repetitions' values (each
+  repetition's mean time), p < 0.05, no size threshold. A repetition here is a round.
+
+The tools also sample differently (pyperf: 20 processes of 3 values; asv: 2 rounds; Google
+Benchmark: repetitions in one process, interleaved at random); this compares their rules on our
+sampling, and says so. Each rule is also shown with our 5 % threshold added, the size a reader of
+our pages is told to care about. It measures nothing itself: it reads the runs.
+
+    python benchmarks/findings/anchor_rules.py DIR [DIR ...]     # each DIR holds one A/A pair
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench_suite import analysis, stats
+from bench_suite.results import IDENTITY_FIELDS, Record, load_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from estimators import ok_records, pair_in  # noqa: E402
+from reproducibility import with_slowdown  # noqa: E402
+
+SLOWDOWN = 0.10
+THRESHOLD = 0.05  # compare's default, added to the rules that have none
+ASV_FACTOR = 1.1
+ASV_P = 0.002
+PYPERF_VALUES_PER_PROCESS = 3
+GBENCH_ALPHA = 0.05
+
+# A verdict: +1 slower, -1 faster, 0 no change.
+Verdict = int
+PairRule = Callable[[Record, Record], Verdict]
+
+
+def _sign(ratio: float, significant: bool, threshold: float) -> Verdict:
+    if not significant or abs(ratio - 1.0) < threshold:
+        return 0
+    return 1 if ratio > 1.0 else -1
+
+
+def _mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def asv_verdict(old: Record, new: Record, factor: float = ASV_FACTOR) -> Verdict:
+    """asv: the pooled samples' U test at p < 0.002 where the sample sizes can reach it, else
+    asv's fallback (99 % intervals of the medians do not overlap); then the factor."""
+    a, b = list(old.times), list(new.times)
+    if 1 / math.comb(len(a) + len(b), min(len(a), len(b))) < ASV_P:
+        different = _mann_whitney_p(a, b) < ASV_P
+    else:
+        (a_lo, a_hi), (b_lo, b_hi) = stats.median_ci(a, 0.99), stats.median_ci(b, 0.99)
+        different = a_hi < b_lo or b_hi < a_lo
+    ratio = stats.median(b) / stats.median(a)
+    return _sign(ratio, different, factor - 1.0)
+
+
+def pyperf_values(rec: Record) -> list[float]:
+    """Three values per worker process: each round's samples in 3 chunks, each chunk's mean."""
+    return [float(np.mean(chunk)) for r in analysis.rounds_of(rec)
+            for chunk in np.array_split(np.asarray(r, float), PYPERF_VALUES_PER_PROCESS)
+            if chunk.size]
+
+
+def pyperf_verdict(old: Record, new: Record, min_speed: float = 0.0) -> Verdict:
+    """pyperf: Student's t on the values (pooled variance), |t| >= t(0.975, n1 + n2 - 2)."""
+    from scipy.special import stdtrit
+
+    a, b = np.asarray(pyperf_values(old)), np.asarray(pyperf_values(new))
+    df = a.size + b.size - 2
+    if df <= 0:
+        return 0
+    pooled = (np.sum((a - a.mean()) ** 2) + np.sum((b - b.mean()) ** 2)) / df
+    se = math.sqrt(pooled * (1 / a.size + 1 / b.size))
+    diff = float(b.mean() - a.mean())
+    significant = (diff != 0) if se == 0 else abs(diff / se) >= float(stdtrit(df, 0.975))
+    return _sign(float(b.mean() / a.mean()), significant, min_speed)
+
+
+def gbench_verdict(old: Record, new: Record, threshold: float = 0.0) -> Verdict:
+    """Google Benchmark: U test on the repetitions' mean times, p < 0.05 (2 or more a side)."""
+    a = [float(np.mean(r)) for r in analysis.rounds_of(old)]
+    b = [float(np.mean(r)) for r in analysis.rounds_of(new)]
+    if min(len(a), len(b)) < 2:
+        return 0
+    significant = _mann_whitney_p(a, b) < GBENCH_ALPHA
+    return _sign(float(np.mean(b) / np.mean(a)), significant, threshold)
+
+
+RunRule = Callable[[list[Record], list[Record], float | None], list[Verdict]]
+
+
+@dataclass(frozen=True)
+class PerRecord:
+    """A rule that judges each record on its own (the tools'): a slowed record is judged alone."""
+
+    pair: PairRule
+
+    def __call__(self, old: list[Record], new: list[Record], machine: float | None
+                 ) -> list[Verdict]:
+        return [self.pair(o, n) for o, n in zip(old, new, strict=True)]
+
+
+def _linop_bench(corrected: bool, alpha: float = 0.01) -> RunRule:
+    def judge_all(old: list[Record], new: list[Record], machine: float | None) -> list[Verdict]:
+        rows, _ = analysis.compare_records(old, new, THRESHOLD, alpha,
+                                           machine if corrected else None)
+        by_key = {tuple(getattr(r, f) for f in IDENTITY_FIELDS): r.verdict for r in rows}
+        code = {analysis.SLOWER: 1, analysis.FASTER: -1}
+        return [code.get(by_key[o.key()], 0) for o in old]
+    return judge_all
+
+
+RULES: dict[str, RunRule] = {
+    "linop-bench (raw)": _linop_bench(corrected=False),
+    "linop-bench (machine divided out)": _linop_bench(corrected=True),
+    # Google Benchmark's alpha, for a comparison at equal odds of a false alarm
+    "linop-bench (alpha 0.05, machine divided out)": _linop_bench(corrected=True, alpha=0.05),
+    "asv (factor 1.1)": PerRecord(asv_verdict),
+    "asv (factor 1.05)": PerRecord(lambda o, n: asv_verdict(o, n, 1.0 + THRESHOLD)),
+    "pyperf": PerRecord(pyperf_verdict),
+    "pyperf (--min-speed 5)": PerRecord(lambda o, n: pyperf_verdict(o, n, THRESHOLD)),
+    "Google Benchmark": PerRecord(gbench_verdict),
+    "Google Benchmark (+ 5 %)": PerRecord(lambda o, n: gbench_verdict(o, n, THRESHOLD)),
+}
+
+
+def judge_pair(rule: RunRule, old: list[Record], new: list[Record], machine: float | None
+               ) -> tuple[int, int]:
+    """(false alarms, injected slowdowns found): every record of `new` slowed in turn."""
+    alarms = sum(v != 0 for v in rule(old, new, machine))
+    if isinstance(rule, PerRecord):
+        return alarms, sum(rule.pair(o, with_slowdown(n, 1 + SLOWDOWN)) == 1
+                           for o, n in zip(old, new, strict=True))
+    found = 0
+    for i in range(len(new)):  # compare's rule estimates its noise from all records: run it all
+        slowed = [with_slowdown(r, 1 + SLOWDOWN) if j == i else r for j, r in enumerate(new)]
+        found += rule(old, slowed, machine)[i] == 1
+    return alarms, found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
+    args = parser.parse_args(argv)
+    if not args.pairs:
+        parser.error("name at least one folder holding an A/A pair")
+    cells: dict[str, list[tuple[int, int, int]]] = {name: [] for name in RULES}
+    for folder in args.pairs:
+        run_a, run_b = pair_in(folder)
+        a, b = ok_records(run_a), ok_records(run_b)
+        keys = [k for k in a if k in b]
+        machine = analysis.machine_ratio(load_run(run_a), load_run(run_b))
+        for name, rule in RULES.items():
+            cells[name].append((*judge_pair(rule, [a[k] for k in keys], [b[k] for k in keys],
+                                            machine), len(keys)))
+    width = max(map(len, RULES)) + 2
+    names = [f.name for f in args.pairs] + ["all"]
+    print("false alarms, and injected +10 % slowdowns found, per A/A pair")
+    print(f"{'rule':<{width}}" + "".join(f"{n:>20}" for n in names))
+    for name, found in cells.items():
+        total = tuple(map(sum, zip(*found, strict=True)))
+        print(f"{name:<{width}}" + "".join(f"{f'{c[0]:>3}, {c[1]:>3} of {c[2]:<3}':>20}"
+                                           for c in [*found, total]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

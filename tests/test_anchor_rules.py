@@ -1,0 +1,102 @@
+"""benchmarks/findings/anchor_rules.py: asv, pyperf and Google Benchmark rules on A/A pairs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from script_module import load_script
+from test_reproducibility import store
+from test_round_rule import synthetic_run
+
+from bench_suite.results import Record
+
+
+@pytest.fixture(scope="module")
+def anchors():
+    return load_script("benchmarks/findings/anchor_rules.py")
+
+
+def _record(rounds: list[list[float]]) -> Record:
+    return Record(case="c", direction="forward", size_label="small", variant="v", device="cpu",
+                  num_threads=1, machine="m", status="ok", problem_size=1, grid=[1],
+                  times=[t for r in rounds for t in r], rounds=rounds)
+
+
+def test_pyperf_values_are_three_chunk_means_per_round(anchors):
+    rec = _record([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [10.0, 20.0, 30.0]])
+    assert anchors.pyperf_values(rec) == [1.5, 3.5, 5.5, 10.0, 20.0, 30.0]
+
+
+def test_google_benchmark_cannot_reach_its_alpha_with_three_repetitions(anchors):
+    """Mann-Whitney's smallest two-sided p with 3 against 3 values is 0.1: even rounds twice as
+    slow are "not significant"; with 4 against 4 (0.029) they are."""
+    fast = [[1.0 + i / 100, 1.1] for i in range(4)]
+    slow = [[2.0 + i / 100, 2.1] for i in range(4)]
+    assert anchors.gbench_verdict(_record(fast[:3]), _record(slow[:3])) == 0
+    assert anchors.gbench_verdict(_record(fast), _record(slow)) == 1
+    assert anchors.gbench_verdict(_record(slow), _record(fast)) == -1
+
+
+def test_asv_needs_its_factor_as_well_as_its_test(anchors):
+    rng = np.random.default_rng(2)
+    base = [list(1.0 + 0.01 * rng.random(50)) for _ in range(2)]
+    for factor, expected in ((1.06, 0), (1.2, 1)):
+        slowed = [[t * factor for t in r] for r in base]
+        assert anchors.asv_verdict(_record(base), _record(slowed)) == expected
+    # ... and with our 5 % threshold in place of the factor, 6 % is a change
+    assert anchors.asv_verdict(_record(base), _record([[t * 1.06 for t in r] for r in base]),
+                               1.05) == 1
+
+
+def test_sample_rules_raise_false_alarms_where_runs_drift_and_the_round_rule_does_not(anchors):
+    """Rounds agree within a run, but each record drifts by 6 % (sd) from run to run: pyperf and
+    asv test samples of one run as independent evidence and call many A/A records changed;
+    compare's rule sees the drift in the records' scatter and calls none."""
+    rng = np.random.default_rng(4)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 40))
+    a, b = (synthetic_run(rng, truth, drift_sd=0.06, round_sd=0.005) for _ in range(2))
+    alarms = {name: anchors.judge_pair(rule, a, b, None)[0]
+              for name, rule in anchors.RULES.items()}
+    # alpha 0.01, with the drift estimated from 40 records: an alarm or two at most
+    assert alarms["linop-bench (raw)"] <= 2
+    assert alarms["pyperf"] >= 20 and alarms["asv (factor 1.05)"] >= 10
+    # three rounds a side: Google Benchmark's U test cannot reach p < 0.05 at all
+    assert alarms["Google Benchmark"] == 0
+
+
+def test_quiet_runs_find_every_slowdown_by_every_rule_with_four_rounds(anchors):
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 20))
+
+    def four_rounds(run: list[Record]) -> list[Record]:
+        return [dataclasses.replace(r, rounds=[*r.rounds, r.rounds[0]],
+                                    times=[*r.times, *r.rounds[0]]) for r in run]
+
+    a, b = (four_rounds(synthetic_run(rng, truth, drift_sd=0.002, round_sd=0.003))
+            for _ in range(2))
+    for name, rule in anchors.RULES.items():
+        alarms, found = anchors.judge_pair(rule, a, b, None)
+        if name.startswith("linop-bench"):
+            assert alarms == 0, name
+        if name != "asv (factor 1.1)":  # a slowdown of exactly 10 % sits on asv's default edge
+            assert found == 20, name
+
+
+def test_pairs_are_read_and_tabled(tmp_path, anchors, capsys):
+    rng = np.random.default_rng(6)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
+    for _ in range(2):
+        store(tmp_path, "pair", synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004))
+    assert anchors.main([str(tmp_path / "pair")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[-2:] == ["pair", "all"]
+    assert [line[:20].strip() for line in lines[2:]] == [n[:20].strip() for n in anchors.RULES]
+    assert lines[2].split()[-8:] == ["0,", "12", "of", "12"] * 2  # quiet: none false, all found
+
+
+def test_no_pair_is_a_usage_error(anchors):
+    with pytest.raises(SystemExit) as stop:
+        anchors.main([])
+    assert stop.value.code == 2
