@@ -108,7 +108,8 @@ def test_the_fitted_prior_weighs_by_how_far_the_records_variances_differ(round_r
             for rec, sd in zip(run, round_sds * (80 // len(round_sds)), strict=True):
                 shifts = np.exp(rng.normal(0, sd, len(rec.rounds)))  # one per round
                 rec.rounds = [[t * f for t in r] for r, f in zip(rec.rounds, shifts, strict=True)]
-        return round_rules.fitted_prior_noise(r.rounds for pair in zip(*runs) for r in pair)
+        pairs = zip(*runs, strict=True)
+        return round_rules.fitted_prior_noise(r.rounds for pair in pairs for r in pair)
 
     same = fitted([0.0])
     assert same.df == round_rules.FITTED_DF_CAP
