@@ -11,6 +11,8 @@ as a real slowdown would scale them) must be found.
     python benchmarks/reproducibility.py --split RUN           # a run's even against odd rounds
     python benchmarks/reproducibility.py --rounds 4 --host-state wait   # measured when quiet
     python benchmarks/reproducibility.py --rounds 4 --cpu-idle poll     # idle vCPUs poll (root)
+    python benchmarks/reproducibility.py --runs A B --first-rounds 4 --more-rounds-above 0.04
+                                       # 8-round runs as if only units that scatter got 8
 
 It also says how often the other run's median lands inside each record's 95 % interval, and
 whether the site's answer (the fastest library per case, its lead and whether that lead is
@@ -73,14 +75,19 @@ def run_once(results_dir: Path, args: argparse.Namespace) -> tuple[Path, float]:
 
 
 def ok_records(run_dir: Path, first_rounds: int | None = None,
-               first_seconds: float | None = None) -> dict[tuple, Record]:
+               first_seconds: float | None = None,
+               more_rounds_above: float | None = None) -> dict[tuple, Record]:
+    """The run's ok records, cut to their first rounds or seconds when asked; with
+    `more_rounds_above`, a record whose first rounds scatter by more keeps all its rounds."""
     try:
         metadata, records = load_run(run_dir)
     except ResultsError as e:
         sys.exit(f"reproducibility: {e}")
     ok = [r for r in records if r.status == "ok"]
     if first_rounds:
-        ok = [first_rounds_of(r, first_rounds) for r in ok]
+        ok = [r if more_rounds_above is not None
+              and round_scatter(first_rounds_of(r, first_rounds)) > more_rounds_above
+              else first_rounds_of(r, first_rounds) for r in ok]
     if first_seconds:
         min_runs = int(metadata.settings.get("min_runs") or 1)
         ok = [first_seconds_of(r, first_seconds, min_runs) for r in ok]
@@ -90,6 +97,12 @@ def ok_records(run_dir: Path, first_rounds: int | None = None,
 def first_rounds_of(rec: Record, k: int) -> Record:
     """The record as if only its first `k` rounds had been measured."""
     return rounds_of(rec, list(range(min(k, len(rec.rounds)))))
+
+
+def round_scatter(rec: Record) -> float:
+    """The standard deviation of the log of a record's round medians (0 below 2 rounds)."""
+    found = stats.log_round_variance(rec.rounds)
+    return math.sqrt(found[0]) if found else 0.0
 
 
 def first_seconds_of(rec: Record, seconds: float, min_runs: int) -> Record:
@@ -466,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first-rounds", type=int, metavar="K",
                    help="analyse only the first K rounds of each record (with --rounds: what a "
                         "K-round run would have given, from the same runs)")
+    p.add_argument("--more-rounds-above", type=float, metavar="SCATTER",
+                   help="with --first-rounds K: a record whose first K round medians scatter "
+                        "by more than SCATTER (sd of their log) keeps all its rounds (what "
+                        "measuring only the noisy units again would have given)")
     p.add_argument("--min-run-time", type=float, metavar="SECONDS",
                    help="passed to both runs: seconds of samples per round at least")
     p.add_argument("--first-seconds", type=float, metavar="S",
@@ -487,6 +504,11 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, flag)
         if value is not None and not (math.isfinite(value) and value > 0):
             p.error(f"--{flag.replace('_', '-')} must be a positive number of seconds")
+    if args.more_rounds_above is not None:
+        if not args.first_rounds:
+            p.error("--more-rounds-above needs --first-rounds")
+        if not (math.isfinite(args.more_rounds_above) and args.more_rounds_above >= 0):
+            p.error("--more-rounds-above must be a scatter of 0 or more")
 
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     if args.split:
@@ -505,12 +527,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if analyse(run_a, run_b, args) else 1
 
 
+def _report_more_rounds(a: dict[tuple, Record], b: dict[tuple, Record], k: int) -> None:
+    """How many records kept more than their first `k` rounds, and what that cost."""
+    for name, run in (("A", a), ("B", b)):
+        more = [r for r in run.values() if len(r.rounds) > k]
+        rounds = sum(len(r.rounds) for r in run.values())
+        print(f"  run {name}: {len(more)} of {len(run)} records kept more than {k} rounds; "
+              f"{rounds} rounds in all, {rounds / (k * len(run)):.2f}x the {k}-round run's")
+
+
 def analyse(run_a: Path, run_b: Path, args: argparse.Namespace) -> bool:
     if args.first_rounds:
         print(f"analysing the first {args.first_rounds} round(s) of each record")
     if args.first_seconds:
         print(f"analysing the first {args.first_seconds:g} s of samples of each round")
-    a, b = (ok_records(run, args.first_rounds, args.first_seconds) for run in (run_a, run_b))
+    a, b = (ok_records(run, args.first_rounds, args.first_seconds, args.more_rounds_above)
+            for run in (run_a, run_b))
+    if args.more_rounds_above is not None:
+        _report_more_rounds(a, b, args.first_rounds)
     machine = (analysis.machine_ratio(load_run(run_a), load_run(run_b))  # both read fine above
                if args.machine_correction else None)
     return report(a, b, args, machine)

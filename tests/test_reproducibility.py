@@ -253,3 +253,36 @@ def test_the_noise_line_says_whether_more_rounds_would_help(tmp_path, reproducib
     reproducibility.main(["--runs", str(a), str(b), "--tries", "2"])
     line = next(x for x in capsys.readouterr().out.splitlines() if "noise, 1 thread(s)" in x)
     assert "with 3 rounds now" in line and advice in line
+
+
+def test_more_rounds_keeps_all_rounds_of_the_records_whose_first_rounds_scatter(
+        tmp_path, reproducibility, capsys):
+    """--first-rounds K --more-rounds-above S: what measuring only the noisy units again would
+    have given. A record whose second round ran 1.5x slow keeps all its rounds; the others K."""
+    rng = np.random.default_rng(8)
+    truth = np.full(6, 1e-3)
+    a_records = synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.002)
+    b_records = synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.002)
+    noisy = b_records[0]
+    noisy.rounds[1] = [t * 1.5 for t in noisy.rounds[1]]
+    noisy.times = [t for r in noisy.rounds for t in r]
+    a = store(tmp_path, "a", a_records)
+    b = store(tmp_path, "b", b_records)
+    rounds = len(noisy.rounds)
+
+    kept = reproducibility.ok_records(b, first_rounds=2, more_rounds_above=0.05)
+    assert len(kept[noisy.key()].rounds) == rounds
+    assert {len(r.rounds) for k, r in kept.items() if k != noisy.key()} == {2}
+    assert reproducibility.round_scatter(kept[noisy.key()]) > 0.05
+
+    reproducibility.main(["--runs", str(a), str(b), "--tries", "2", "--first-rounds", "2",
+                          "--more-rounds-above", "0.05"])
+    out = capsys.readouterr().out
+    assert "run A: 0 of 6 records kept more than 2 rounds; 12 rounds in all, 1.00x" in out
+    assert (f"run B: 1 of 6 records kept more than 2 rounds; {10 + rounds} rounds in all, "
+            f"{(10 + rounds) / 12:.2f}x the 2-round run's") in out
+
+    with pytest.raises(SystemExit) as exit_info:
+        reproducibility.main(["--runs", str(a), str(b), "--more-rounds-above", "0.05"])
+    assert exit_info.value.code == 2
+    assert "--more-rounds-above needs --first-rounds" in capsys.readouterr().err
