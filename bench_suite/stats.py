@@ -122,15 +122,6 @@ def round_medians(rounds: Sequence[Sequence[float]]) -> list[float]:
     return [median(r) for r in rounds if len(r)]
 
 
-def round_spread(rounds: Sequence[Sequence[float]]) -> float | None:
-    """(max - min) / median of the round medians: how far apart the rounds landed."""
-    meds = round_medians(rounds)
-    if len(meds) < 2:
-        return None
-    mid = float(np.median(meds))
-    return (max(meds) - min(meds)) / mid if mid > 0 else None
-
-
 def log_round_variance(rounds: Sequence[Sequence[float]]) -> tuple[float, int] | None:
     """Sample variance of log(round median) and its degrees of freedom (None below 2 rounds)."""
     meds = [m for m in round_medians(rounds) if m > 0]
