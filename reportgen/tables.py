@@ -199,8 +199,3 @@ def case_table(df: pd.DataFrame, case: str, style: Style = DEFAULT) -> Table:
     headers = [h.replace("95%", f"{stats.CI_LEVEL * 100:g}%") for h in HEADERS]
     return Table(title=style.title(case), headers=headers, rows=rows, notes=notes.listed(),
                  flagged=bool((c["status"] != "ok").any()), align=ALIGN)
-
-
-def case_tables(df: pd.DataFrame, style: Style = DEFAULT) -> list[Table]:
-    """One table per case present in `df` (one board)."""
-    return [case_table(df, case, style) for case in style.order("case", df["case"])]
