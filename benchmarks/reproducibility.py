@@ -85,9 +85,7 @@ def ok_records(run_dir: Path, first_rounds: int | None = None,
         sys.exit(f"reproducibility: {e}")
     ok = [r for r in records if r.status == "ok"]
     if first_rounds:
-        ok = [r if more_rounds_above is not None
-              and round_scatter(first_rounds_of(r, first_rounds)) > more_rounds_above
-              else first_rounds_of(r, first_rounds) for r in ok]
+        ok = [first_rounds_unless_scattered(r, first_rounds, more_rounds_above) for r in ok]
     if first_seconds:
         min_runs = int(metadata.settings.get("min_runs") or 1)
         ok = [first_seconds_of(r, first_seconds, min_runs) for r in ok]
@@ -97,6 +95,13 @@ def ok_records(run_dir: Path, first_rounds: int | None = None,
 def first_rounds_of(rec: Record, k: int) -> Record:
     """The record as if only its first `k` rounds had been measured."""
     return rounds_of(rec, list(range(min(k, len(rec.rounds)))))
+
+
+def first_rounds_unless_scattered(rec: Record, k: int, above: float | None) -> Record:
+    """The record's first `k` rounds, or all of them when those `k` scatter by more than
+    `above` (what a runner that measures only its noisy units again would have kept)."""
+    cut = first_rounds_of(rec, k)
+    return rec if above is not None and round_scatter(cut) > above else cut
 
 
 def round_scatter(rec: Record) -> float:
