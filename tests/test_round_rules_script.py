@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from script_module import load_script
@@ -35,8 +37,11 @@ def test_one_slow_round_hides_a_slowdown_from_the_rule_as_is_only(round_rules):
         found[name] = [r.verdict for r in rows if r.variant == "v0"][0]
     assert found == {"as is": "no significant change", "jackknife": "slower", "clipped": "slower",
                      "scaled": "no significant change", "mean prior": "no significant change",
-                     "fitted prior": "no significant change"}
+                     "fitted prior": "no significant change",
+                     "25th percentile": "no significant change",
+                     "10th percentile": "no significant change"}
     assert stats.round_shift_p is round_rules.RULE_AS_IS  # the rule is back after each swap
+    assert stats.median is round_rules.MEDIAN_AS_IS
 
 
 def test_pairs_are_read_and_totalled(tmp_path, round_rules, capsys):
@@ -130,3 +135,32 @@ def test_no_folder_is_a_usage_error(round_rules, capsys):
         round_rules.main([])
     assert exit_info.value.code == 2
     assert "name at least one folder" in capsys.readouterr().err
+
+
+def _with_slow_share(rec, share: float, rng: np.random.Generator):
+    """`rec` with that share of every round's calls 1.3x slower (a host's slow spell)."""
+    rounds = [[t * 1.3 if rng.random() < share else t for t in r] for r in rec.rounds]
+    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+
+
+def test_a_percentile_rule_ignores_a_moved_slow_share_and_finds_a_uniform_slowdown(round_rules):
+    """One record meets a slow spell in 10 % of its calls in one run and 60 % in the other: its
+    median moves by about 30 %, its 10th percentile by about 1 %. The rule as is calls that
+    slower; the 10th-percentile rule does not, and still finds a slowdown of every call by 10 %."""
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 30))
+    a = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    b = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    b0 = b[0]
+    a[0] = _with_slow_share(a[0], 0.1, rng)
+
+    def verdict_of(name: str, first: object) -> str:
+        with round_rules.rule(name):
+            rows, _ = round_rules.analysis.compare_records(a, [first, *b[1:]])
+        return next(r.verdict for r in rows if r.variant == "v0")
+
+    spell_moved = _with_slow_share(b0, 0.6, rng)
+    assert verdict_of("as is", spell_moved) == "slower"
+    assert verdict_of("10th percentile", spell_moved) == "no significant change"
+    code_slower = round_rules.with_slowdown(_with_slow_share(b0, 0.1, rng), 1.1)
+    assert verdict_of("10th percentile", code_slower) == "slower"
