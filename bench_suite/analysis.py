@@ -252,6 +252,18 @@ def rounds_of(rec: Record) -> list[list[float]]:
     return [list(r) for r in rec.rounds if len(r)] or ([list(rec.times)] if rec.times else [])
 
 
+def fast_level_view(rec: Record) -> Record:
+    """`rec` as `judge` would see it if it decided on the fast level (`stats.fast_level`) instead
+    of the median: each round reduced to its fast level, the samples to the record's. The host's
+    slow spells move a median by the share of calls they reach and the fast level less; on this
+    suite's A/A pairs the rule found more injected slowdowns so, at no more false alarms
+    (docs/findings.md, section 5). Not the rule: a change that slows only some calls can leave
+    the fast level where it was. `reproducibility.py` reports both."""
+    rounds = [[stats.fast_level(r)] for r in rounds_of(rec)]
+    return dataclasses.replace(rec, rounds=rounds,
+                               times=[stats.fast_level(rec.times)] if rec.times else [])
+
+
 def judge(old: Record, new: Record, threshold: float, alpha: float,
           noise: stats.RoundNoise | None = None, machine: float | None = None) -> Judgement:
     """The single significance rule, on two records of the same measurement: significant

@@ -201,3 +201,16 @@ def test_detectable_is_the_threshold_or_what_noisy_rounds_allow():
                  num_threads=1, machine="m", status="ok", problem_size=1, grid=[1],
                  times=[1.0, 1.01, 0.99] * 5)
     assert analysis.judge(one, one, 0.05, 0.01).detectable is None
+
+
+def test_the_fast_level_view_keeps_one_fast_level_per_round():
+    """What `judge` sees to decide on the fast level: each round's 10th percentile, and the
+    record's over all its samples; the identity and the rest of the record unchanged."""
+    rounds = [[1.0] * 20 + [5.0] * 80, [2.0] * 20 + [3.0] * 80]
+    rec = Record(case="c", direction="forward", size_label="small", variant="v", device="cpu",
+                 num_threads=2, machine="m", status="ok", problem_size=1, grid=[1],
+                 times=[t for r in rounds for t in r], rounds=rounds)
+    view = analysis.fast_level_view(rec)
+    assert view.rounds == [[1.0], [2.0]]
+    assert view.times == [pytest.approx(1.9)]  # 10 % into 200 samples: between 1.0 and 2.0
+    assert view.key() == rec.key() and rec.rounds == rounds  # the record itself unchanged

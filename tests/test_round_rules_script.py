@@ -164,3 +164,20 @@ def test_a_percentile_rule_ignores_a_moved_slow_share_and_finds_a_uniform_slowdo
     assert verdict_of("10th percentile", spell_moved) == "no significant change"
     code_slower = round_rules.with_slowdown(_with_slow_share(b0, 0.1, rng), 1.1)
     assert verdict_of("10th percentile", code_slower) == "slower"
+
+
+def test_the_10th_percentile_rule_is_what_the_fast_level_view_gives(round_rules):
+    """reproducibility.py judges the fast level through `analysis.fast_level_view`; this script
+    through a swapped statistic. On runs with moved slow shares both give the same verdicts."""
+    rng = np.random.default_rng(3)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 30))
+    a = [_with_slow_share(r, 0.1, rng) for r in synthetic_run(rng, truth, 0.02, 0.02)]
+    b = [_with_slow_share(r, s, rng) for r, s in
+         zip(synthetic_run(rng, truth, 0.02, 0.02), rng.uniform(0.0, 0.7, 30), strict=True)]
+    b[1] = round_rules.with_slowdown(b[1], 1.1)
+    with round_rules.rule("10th percentile"):
+        swapped, _ = round_rules.analysis.compare_records(a, b)
+    view = round_rules.analysis.fast_level_view
+    viewed, _ = round_rules.analysis.compare_records([view(r) for r in a], [view(r) for r in b])
+    assert [r.verdict for r in swapped] == [r.verdict for r in viewed]
+    assert [r.p_value for r in swapped] == pytest.approx([r.p_value for r in viewed])
