@@ -167,6 +167,10 @@ class Row:
     sample_test: bool = False  # judged on samples (a side has < 2 rounds), not on rounds
     detectable: float | None = None  # Judgement.detectable
 
+    def key(self) -> tuple:
+        """The identity, as `Record.key` gives it for the records this row compares."""
+        return tuple(getattr(self, f) for f in IDENTITY_FIELDS)
+
     def variant_label(self) -> str:
         """The variant, with the study axes that differ from their defaults: `finufft [eps=1e-03
         upsampfac=2, radial, 8 coils]`; an ordinary record reads as its variant id alone."""
@@ -256,7 +260,7 @@ def fast_level_view(rec: Record) -> Record:
     """`rec` as `judge` would see it if it decided on the fast level (`stats.fast_level`) instead
     of the median: each round reduced to its fast level, the samples to the record's. The host's
     slow spells move a median by the share of calls they reach and the fast level less; on this
-    suite's A/A pairs the rule found more injected slowdowns so, at no more false alarms
+    suite's A/A pairs the rule found more of the injected slowdowns at about as many false alarms
     (docs/findings.md, section 5). Not the rule: a change that slows only some calls can leave
     the fast level where it was. `reproducibility.py` reports both."""
     rounds = [[stats.fast_level(r)] for r in rounds_of(rec)]

@@ -41,7 +41,6 @@ import pandas as pd
 
 from bench_suite import affinity, analysis, compare, cpu_idle, hoststate, runner, stats
 from bench_suite.results import Record, ResultsError, list_runs, load_run
-from bench_suite.store_schema import IDENTITY_FIELDS
 from reportgen import answer, load
 
 TARGET_WITHIN_5 = 0.95
@@ -236,7 +235,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
         slowed = {**b, key: with_slowdown(b[key], 1.0 + args.slowdown)}
         rows, _ = analysis.compare_records(list(a.values()), list(slowed.values()),
                                            args.threshold, args.alpha, machine)
-        row = next(r for r in rows if tuple(getattr(r, f) for f in IDENTITY_FIELDS) == key)
+        row = next(r for r in rows if r.key() == key)
         hit = row.verdict == analysis.SLOWER
         found += hit
         agreeing += agreed
@@ -271,7 +270,7 @@ def _report_fast_level_rule(a: dict[tuple, Record], b: dict[tuple, Record], keys
     def verdicts(new: dict[tuple, Record]) -> dict[tuple, str]:
         rows, _ = analysis.compare_records(old, [analysis.fast_level_view(new[k]) for k in keys],
                                            args.threshold, args.alpha, machine)
-        return {tuple(getattr(r, f) for f in IDENTITY_FIELDS): r.verdict for r in rows}
+        return {r.key(): r.verdict for r in rows}
 
     alarms = [k for k, v in verdicts(b).items() if v in (analysis.FASTER, analysis.SLOWER)]
     found = sum(verdicts({**b, k: with_slowdown(b[k], 1.0 + args.slowdown)})[k] == analysis.SLOWER

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_suite import analysis, stats
-from bench_suite.results import IDENTITY_FIELDS, Record, ResultsError, RunMetadata, load_run
+from bench_suite.results import Record, ResultsError, RunMetadata, load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
@@ -133,7 +133,7 @@ def _linop_bench(corrected: bool, alpha: float = 0.01) -> RunRule:
     def judge_all(old: list[Record], new: list[Record], machine: float | None) -> list[Verdict]:
         rows, _ = analysis.compare_records(old, new, THRESHOLD, alpha,
                                            machine if corrected else None)
-        by_key = {tuple(getattr(r, f) for f in IDENTITY_FIELDS): r.verdict for r in rows}
+        by_key = {r.key(): r.verdict for r in rows}
         code = {analysis.SLOWER: 1, analysis.FASTER: -1}
         return [code.get(by_key[o.key()], 0) for o in old]
     return judge_all

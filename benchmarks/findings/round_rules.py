@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_suite import analysis, stats
-from bench_suite.results import IDENTITY_FIELDS, Record
+from bench_suite.results import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
@@ -261,7 +261,7 @@ def judge_pair(a: dict[tuple, Record], b: dict[tuple, Record]) -> tuple[int, int
         new = [with_slowdown(b[k], 1 + SLOWDOWN) if k == key else b[k] for k in keys]
         rows, _ = analysis.compare_records(old, new)
         found += any(r.verdict == analysis.SLOWER
-                     and tuple(getattr(r, f) for f in IDENTITY_FIELDS) == key for r in rows)
+                     and r.key() == key for r in rows)
     return alarms, found, len(keys)
 
 
