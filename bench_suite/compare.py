@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench_suite.analysis import (
+    FAST_LEVEL,
     FASTER,
+    JUDGED_LEVELS,
     NOT_MEASURED,
     SAME,
     SLOWER,
@@ -45,10 +47,12 @@ from bench_suite.results import (
 
 
 def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
-                 alpha: float = 0.01, machine_correction: bool = True) -> Comparison:
+                 alpha: float = 0.01, machine_correction: bool = True,
+                 judged_on: str = FAST_LEVEL) -> Comparison:
     """Compare two run directories; raises ResultsError for input that cannot be compared.
     With `machine_correction`, CPU verdicts divide out the machine's own change (the guard's
-    reference op, `analysis.machine_ratio`) where both runs have guard readings."""
+    reference op, `analysis.machine_ratio`) where both runs have guard readings. `judged_on`:
+    the level a record's rounds are judged on (`analysis.FAST_LEVEL` or `MEDIAN_LEVEL`)."""
     old_meta, old_recs = load_run(Path(old_dir))
     new_meta, new_recs = load_run(Path(new_dir))
     common = {r.key() for r in old_recs} & {r.key() for r in new_recs}
@@ -56,12 +60,12 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
         raise ResultsError(_no_overlap_message(old_dir, new_dir, old_recs, new_recs))
     machine = (machine_ratio((old_meta, old_recs), (new_meta, new_recs))
                if machine_correction else None)
-    rows, geomeans = compare_records(old_recs, new_recs, threshold, alpha, machine)
+    rows, geomeans = compare_records(old_recs, new_recs, threshold, alpha, machine, judged_on)
     return Comparison(
         old_run=old_meta.run_id, new_run=new_meta.run_id,
         threshold=threshold, alpha=alpha, rows=rows, geomeans=geomeans,
         old_sha=old_meta.git_sha, new_sha=new_meta.git_sha, machine_ratio=machine,
-        environment_changes=environment_changes(old_meta, new_meta),
+        environment_changes=environment_changes(old_meta, new_meta), judged_on=judged_on,
     )
 
 
@@ -124,6 +128,7 @@ def row_cells(row: Row) -> list[str]:
     """The row as display strings, in HEADERS order; old and new share the old median's unit."""
     unit = time_unit(row.old_median) if row.old_median else None
     ratio = "-" if row.ratio is None else format_change(row.ratio)
+    fast = "-" if row.fast_ratio is None else format_change(row.fast_ratio)
     adjusted = "-" if row.adjusted_ratio is None else format_change(row.adjusted_ratio)
     p = "-" if row.p_value is None else f"{row.p_value:.2g}"
     detectable = "-" if row.detectable is None else f"≥ {row.detectable:.0%}"
@@ -133,14 +138,16 @@ def row_cells(row: Row) -> list[str]:
     elif row.verdict == NOT_MEASURED:
         verdict = f"not measured ({row.new_status})"
     return [row.case, row.direction, row.size_label, row.variant_label(), str(row.num_threads),
-            format_time(row.old_median, unit), format_time(row.new_median, unit), ratio,
+            format_time(row.old_median, unit), format_time(row.new_median, unit), ratio, fast,
             adjusted, p, detectable, verdict]
 
 
-# "÷ machine": new/old divided by the machine's own change, what the verdict was decided on;
-# "detectable": the smallest slowdown these two records could have been called slower for
+# "old", "new", "new/old": the medians; "fast new/old": the fast levels' (stats.fast_level);
+# "÷ machine": the judged level's new/old divided by the machine's own change, what the verdict
+# was decided on; "detectable": the smallest slowdown these two records could have been called
+# slower for
 HEADERS = ["case", "direction", "size", "variant", "threads", "old", "new", "new/old",
-           "÷ machine", "p", "detectable", "verdict"]
+           "fast new/old", "÷ machine", "p", "detectable", "verdict"]
 _ANSI = {FASTER: "\033[1m\033[32m", SLOWER: "\033[1m\033[31m", STATUS_CHANGED: "\033[33m",
          "geomean": "\033[1m"}
 _RESET = "\033[0m"
@@ -169,6 +176,7 @@ def _summary(cmp: Comparison) -> str:
     counts = {v: sum(r.verdict == v for r in cmp.rows) for v in VERDICTS}
     text = f"{len(cmp.rows)} measurement(s): " + ", ".join(
         f"{n} {v}" for v, n in counts.items() if n)
+    text += "\n" + judged_note(cmp.judged_on)
     text += "\n" + machine_note(cmp.machine_ratio)
     detectable = detectable_note(cmp.rows, cmp.threshold)
     if detectable:
@@ -176,6 +184,9 @@ def _summary(cmp: Comparison) -> str:
     if cmp.environment_changes:
         text += ("\nnote: the runs' worker processes had different environments, which can move "
                  "times by themselves: " + "; ".join(cmp.environment_changes))
+    median_only = median_only_note(cmp.rows)
+    if median_only:
+        text += "\n" + median_only
     weak = [r for r in cmp.rows if r.verdict == SAME and r.sample_test
             and not can_reach(r.n_old, r.n_new, cmp.alpha)]
     if weak:
@@ -184,13 +195,39 @@ def _summary(cmp: Comparison) -> str:
     return text
 
 
+def judged_note(judged_on: str) -> str:
+    """What the verdicts decided on, in one line."""
+    if judged_on == FAST_LEVEL:
+        return ("judged on: the fast level (each round's 10th percentile; the host's slow "
+                "spells move it less than the median), column \"fast new/old\"; old, new and "
+                "new/old are the medians")
+    return "judged on: the medians (old, new, new/old)"
+
+
+def median_only_note(rows: Sequence[Row]) -> str | None:
+    """The measurements whose medians changed by the same rule while their fast level did not,
+    one per line; None when there are none. Why a note and not a verdict: on A/A pairs most of
+    these are the host's slow spells reaching more or fewer calls, but a change that slows only
+    some calls (a slow path taken now and then) looks the same, and must not pass unseen."""
+    found = [r for r in rows if r.median_only]
+    if not found:
+        return None
+    lines = [f"note: {len(found)} measurement(s) whose median changed while their fast level "
+             "did not (the share of slow calls moved: the host's slow spells, or a slow path "
+             "the code now takes; rerun to tell):"]
+    lines += [f"  {r.name()}: median {r.median_only}, {format_change(r.ratio)}"
+              for r in found if r.ratio is not None]
+    return "\n".join(lines)
+
+
 def machine_note(ratio: float | None) -> str:
     """What the verdicts did about the machine's own change between the runs, in one line."""
     if ratio is None:
         return ("machine: not divided out (a run has no guard readings or was merged from "
                 "shards, or --no-machine-correction); CPU verdicts judge the raw ratios")
     return (f"machine: the guard's reference op took {format_change(ratio)} as long in the new "
-            f"run; CPU verdicts judge new/old divided by that (column \"÷ machine\")")
+            f"run; CPU verdicts judge the judged level's new/old divided by that "
+            f"(column \"÷ machine\")")
 
 
 def detectable_note(rows: Sequence[Row], threshold: float) -> str | None:
@@ -243,7 +280,7 @@ def format_table(cmp: Comparison, color: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-MD_ALIGN = ["---"] * 4 + ["---:"] * 7 + ["---"]  # HEADERS' markdown alignment: numbers right
+MD_ALIGN = ["---"] * 4 + ["---:"] * 8 + ["---"]  # HEADERS' markdown alignment: numbers right
 
 
 def format_markdown(cmp: Comparison) -> str:
@@ -259,8 +296,10 @@ def format_markdown(cmp: Comparison) -> str:
                 cells[-1] = f"**{cells[-1]}**"
             lines.append("| " + " | ".join(cells) + " |")
         if gm is not None:
-            lines.append(f"| **geometric mean** ({gm.count} pairs) | | | | | | | "
-                         f"**{format_change(gm.ratio)}** | | | | |")
+            cells = [""] * len(HEADERS)
+            cells[0] = f"**geometric mean** ({gm.count} pairs)"
+            cells[HEADERS.index("new/old")] = f"**{format_change(gm.ratio)}**"
+            lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
         lines.append("")
     lines.append(_summary(cmp))
     return "\n".join(lines) + "\n"
@@ -318,8 +357,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Compare two runs measurement by measurement. A change is reported when "
                     "the round medians differ significantly (p < alpha, a moderated t-test on "
                     "log round medians; runs of one round: Mann-Whitney U on the samples) and "
-                    "the median moved by at least the threshold, both after dividing out the "
-                    "machine's own change between the runs (the guard's reference op). Column "
+                    "the level moved by at least the threshold, both after dividing out the "
+                    "machine's own change between the runs (the guard's reference op). The "
+                    "level is each round's fast level (10th percentile) unless --judge-on "
+                    "median; a median that changed while the fast level did not is named in a "
+                    "note. Column "
                     "\"detectable\": the smallest slowdown the two records could have been "
                     "called slower for, given how much their rounds and the runs vary.",
     )
@@ -330,6 +372,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "(default 5%%)")
     p.add_argument("--alpha", type=parse_alpha, default=0.01,
                    help="significance level of the test (default 0.01)")
+    p.add_argument("--judge-on", choices=[j.replace(" ", "-") for j in JUDGED_LEVELS],
+                   default=FAST_LEVEL.replace(" ", "-"),
+                   help="what the test and the threshold judge: each round's fast level (10th "
+                        "percentile, default) or its median (as compare did before 2026-12-07)")
     p.add_argument("--no-machine-correction", dest="machine_correction",
                    action="store_false",
                    help="judge the raw new/old ratios, without dividing out the machine's own "
@@ -358,7 +404,8 @@ def run_compare(args: argparse.Namespace) -> int:
         old = resolve_run(args.old, args.results_dir)
         new = resolve_run(args.new, args.results_dir)
         cmp = compare_runs(old, new, threshold=args.threshold, alpha=args.alpha,
-                           machine_correction=args.machine_correction)
+                           machine_correction=args.machine_correction,
+                           judged_on=args.judge_on.replace("-", " "))
     except ResultsError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2
@@ -377,7 +424,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.fail_on_regression and regressions:
         for r in regressions:
             if r.verdict == SLOWER:
-                change = r.adjusted_ratio or r.ratio
+                change = r.judged_change() or r.ratio
                 print(f"regression: {r.name()}: {change:.3f}x slower "
                       f"(+{(change - 1) * 100:.1f}%, p={r.p_value:.2g})", file=sys.stderr)
             else:

@@ -35,6 +35,7 @@ from bench_suite.compare import (  # noqa: E402
     MD_ALIGN,
     detectable_note,
     environment_changes,
+    median_only_note,
     row_cells,
 )
 from bench_suite.formatting import md_escape, slug, time_unit  # noqa: E402
@@ -76,6 +77,9 @@ class Group:
     machine_ratio: float | None = None  # the latest two runs' (analysis.machine_ratio)
     # How large a change they could show, a paragraph a line (compare.detectable_note).
     detectable: list[str] = field(default_factory=list)
+    # The records whose median changed while their fast level did not (compare.median_only_note):
+    # the note's first line, then one line a record.
+    median_only: list[str] = field(default_factory=list)
 
     def records(self, run: Run) -> list[Record]:
         return [r for r in run.records if r.machine == self.machine and r.device == self.device]
@@ -157,6 +161,7 @@ def latest_changes(group: Group, threshold: float, alpha: float) -> None:
     group.change_verdicts = [r.verdict for r in changed]
     group.unchanged = len(rows) - len(changed)
     group.detectable = (detectable_note(rows, threshold) or "").splitlines()
+    group.median_only = [line.strip() for line in (median_only_note(rows) or "").splitlines()]
     group.geomean = geomeans[0] if geomeans else None
     group.environment = environment_changes(group.runs[-2].meta, group.runs[-1].meta)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_round_rule import synthetic_run
+from test_round_rule import synthetic_run, with_slow_share
 
 from bench_suite import analysis, compare, results
 from bench_suite.analysis import (
@@ -430,3 +430,52 @@ def test_the_smallest_detectable_change_is_shown_and_explained(tmp_path, capsys,
     assert main([str(old_dir), str(new_dir), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert all((r["detectable"] > 0.05) == cannot_tell for r in rows)
+
+
+def test_the_fast_level_is_judged_and_a_median_only_change_is_a_note(tmp_path, capsys):
+    """Record v0's calls meet a slow spell 10 % of the time in the old run and 60 % in the new:
+    its median moves by about 30 %, its fast level hardly. By default compare judges the fast
+    level: no change, exit 0 with --fail-on-regression, and a note names v0 with its median's
+    change. `--judge-on median` judges the medians, as compare did before: v0 is a regression."""
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
+    old = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    new = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    old[0], new[0] = with_slow_share(old[0], 0.1, rng), with_slow_share(new[0], 0.6, rng)
+    old_dir, new_dir = write_run(tmp_path, old), write_run(tmp_path, new, date=dt.date(2025, 1, 2))
+
+    assert main([str(old_dir), str(new_dir), "--fail-on-regression"]) == 0
+    out = capsys.readouterr().out
+    assert "fast new/old" in out.splitlines()[3]  # the column header
+    assert "judged on: the fast level" in out
+    note = out[out.index("note: 1 measurement(s) whose median changed"):].splitlines()
+    assert note[1].strip().startswith("c/forward/small/v0 [cpu, 1 thread(s), m]: median slower")
+
+    assert main([str(old_dir), str(new_dir), "--judge-on", "median", "--fail-on-regression"]) == 1
+    captured = capsys.readouterr()
+    assert "judged on: the medians" in captured.out and "whose median changed" not in captured.out
+    assert "regression: c/forward/small/v0" in captured.err
+
+    assert main([str(old_dir), str(new_dir), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["judged_on"] == analysis.FAST_LEVEL
+    v0 = next(r for r in data["rows"] if r["variant"] == "v0")
+    assert (v0["median_only"], v0["judged_on"]) == (SLOWER, analysis.FAST_LEVEL)
+    assert v0["ratio"] > 1.2 and abs(v0["fast_ratio"] - 1) < 0.05
+
+
+def test_an_unknown_level_to_judge_exits_2(two_runs, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*map(str, two_runs), "--judge-on", "mean"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'mean'" in capsys.readouterr().err
+
+
+def test_markdown_geometric_mean_sits_under_new_over_old(two_runs, capsys):
+    assert main([*map(str, two_runs), "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("| case |"))
+    geomean = next(line for line in lines if "**geometric mean**" in line)
+    column = header.split("|").index(" new/old ")
+    assert header.count("|") == geomean.count("|")
+    assert geomean.split("|")[column].strip().startswith("**")

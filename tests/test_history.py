@@ -290,3 +290,27 @@ def test_latest_changes_say_how_large_a_change_the_runs_could_show(tmp_path):
     assert "| c | forward" in lines[header + 2] and "**slower**" in lines[header + 2]
     assert "detectable: the smallest slowdown these runs could show is" in text
     assert "means the runs cannot tell" in text
+
+
+def test_latest_changes_name_a_record_whose_median_alone_moved(tmp_path):
+    """v0's calls met a slow spell 10 % of the time in the older run and 60 % in the newer: its
+    median moved by about 30 %, its fast level (what the rule judges) hardly. The page marks no
+    change for it but names it under the table, as compare does; a 10 % slowdown of every call
+    of v1 is marked slower."""
+    from test_round_rule import with_slow_share
+
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
+    old = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    new = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    old[0], new[0] = with_slow_share(old[0], 0.1, rng), with_slow_share(new[0], 0.6, rng)
+    new[1].rounds = [[t * 1.1 for t in r] for r in new[1].rounds]
+    new[1].times = [t for r in new[1].rounds for t in r]
+    write_run(tmp_path / "results", 1, old)
+    write_run(tmp_path / "results", 2, new)
+    text = write_history_page(tmp_path / "results", tmp_path / "docs").read_text()
+    lines = text.splitlines()
+    rows = [line for line in lines if line.startswith("| c | forward")]
+    assert len(rows) == 1 and "| v1 |" in rows[0] and "**slower**" in rows[0]
+    note = next(i for i, line in enumerate(lines) if "whose median changed while" in line)
+    assert lines[note + 2].startswith("- c/forward/small/v0 [cpu, 1 thread(s), m]: median slower")

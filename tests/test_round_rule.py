@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -31,33 +33,93 @@ def synthetic_run(rng: np.random.Generator, truth: np.ndarray, drift_sd: float,
     return records
 
 
-def verdicts(old: list[Record], new: list[Record]) -> list[str]:
-    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01)
+def with_slow_share(rec: Record, share: float, rng: np.random.Generator) -> Record:
+    """`rec` with that share of every round's calls 1.3x slower (a host's slow spell)."""
+    rounds = [[t * 1.3 if rng.random() < share else t for t in r] for r in rec.rounds]
+    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+
+
+def verdicts(old: list[Record], new: list[Record], on: str = analysis.FAST_LEVEL) -> list[str]:
+    rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01, on=on)
     return [r.verdict for r in rows]
 
 
-def test_no_false_alarm_on_aa_runs_with_drift_between_runs():
+@pytest.mark.parametrize("on", analysis.JUDGED_LEVELS)
+def test_no_false_alarm_on_aa_runs_with_drift_between_runs(on):
     rng = np.random.default_rng(1)
     truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
     a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
     b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
-    assert verdicts(a, b).count(analysis.SAME) == RECORDS
+    assert verdicts(a, b, on).count(analysis.SAME) == RECORDS
     # Raw samples tested as if independent (the rule before rounds) call most of these pairs
     # different: samples within one process are not independent evidence.
     within = [analysis.mann_whitney_p(x.times, y.times) for x, y in zip(a, b, strict=True)]
     assert sum(p < 0.01 for p in within) > RECORDS / 2
 
 
+@pytest.mark.parametrize("on", analysis.JUDGED_LEVELS)
 @pytest.mark.parametrize("seed", range(3))
-def test_a_ten_percent_slowdown_is_detected(seed):
+def test_a_ten_percent_slowdown_is_detected(seed, on):
     rng = np.random.default_rng(100 + seed)
     truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
     a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
     b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015, factor=1.10)
     # Run-to-run sd 1.4 % per record and round sd 1.5 %: a 10 % shift is about 5 sd, found in
     # ~95 % of records when the noise is known; estimating it from 100 records costs a little.
-    found = verdicts(a, b).count(analysis.SLOWER)
+    found = verdicts(a, b, on).count(analysis.SLOWER)
     assert found >= 0.85 * RECORDS
+
+
+def test_the_fast_level_is_judged_and_a_median_only_change_is_named():
+    """One record meets a slow spell in 10 % of its calls in one run and 60 % in the other: its
+    median moves by about 30 %, its fast level hardly. Judged on the fast level (the default)
+    that is no change, but the row says its median changed; judged on medians it is "slower".
+    A slowdown of every call by 10 % is found either way."""
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 30))
+    a = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    b = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
+    a[0] = with_slow_share(a[0], 0.1, rng)
+    spells = [with_slow_share(b[0], 0.6, rng), *b[1:]]
+
+    fast, _ = analysis.compare_records(a, spells)
+    row = next(r for r in fast if r.variant == "v0")
+    assert (row.judged_on, row.verdict, row.median_only) == (
+        analysis.FAST_LEVEL, analysis.SAME, analysis.SLOWER)
+    assert row.ratio > 1.2 and abs(row.fast_ratio - 1) < 0.05  # the table's two ratios
+    assert [r.median_only for r in fast].count(None) == len(fast) - 1
+
+    medians, _ = analysis.compare_records(a, spells, on=analysis.MEDIAN_LEVEL)
+    row = next(r for r in medians if r.variant == "v0")
+    assert (row.judged_on, row.verdict, row.median_only) == (
+        analysis.MEDIAN_LEVEL, analysis.SLOWER, None)
+
+    slower = [slowed(with_slow_share(b[0], 0.1, rng), 1.1), *b[1:]]
+    fast, _ = analysis.compare_records(a, slower)
+    assert next(r for r in fast if r.variant == "v0").verdict == analysis.SLOWER
+
+
+def slowed(rec: Record, factor: float) -> Record:
+    rounds = [[t * factor for t in r] for r in rec.rounds]
+    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+
+
+def test_records_without_rounds_are_judged_on_their_samples_whatever_the_level():
+    """A run from before rounds has one round a record: one fast level a side is nothing to
+    test, so the pair keeps the rank test on its samples and says it judged the medians."""
+    old = Record(case="c", direction="f", size_label="s", variant="v", device="cpu",
+                 num_threads=1, machine="m", status="ok", problem_size=1, grid=[1],
+                 times=[1.0] * 10 + [1.01] * 10)
+    new = dataclasses.replace(old, times=[2.0] * 20)
+    (row,), _ = analysis.compare_records([old], [new])
+    assert (row.verdict, row.judged_on, row.sample_test) == (
+        analysis.SLOWER, analysis.MEDIAN_LEVEL, True)
+    assert row.judged_change() == row.ratio == pytest.approx(2.0 / 1.005)  # the medians
+
+
+def test_an_unknown_level_is_refused():
+    with pytest.raises(ValueError, match="cannot judge on 'mean'"):
+        analysis.compare_records([], [], on="mean")
 
 
 def test_round_shift_p_pools_the_prior_and_needs_two_rounds_without_one():
@@ -125,7 +187,8 @@ def test_the_machines_own_change_is_divided_out():
     assert all(r.adjusted_ratio is None for r in raw)
     fixed, _ = analysis.compare_records(a, b, threshold=0.05, alpha=0.01, machine=1.08)
     assert [r.verdict for r in fixed].count(analysis.SAME) == RECORDS
-    assert all(r.adjusted_ratio == pytest.approx(r.ratio / 1.08) for r in fixed)
+    assert all(r.adjusted_ratio == pytest.approx(r.fast_ratio / 1.08) for r in fixed)
+    assert all(r.judged_change() == r.adjusted_ratio for r in fixed)
 
     c = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015, factor=1.10 * 0.95)
     raw, _ = analysis.compare_records(a, c, threshold=0.05, alpha=0.01)

@@ -4,10 +4,11 @@ Each tool's comparison rule is applied to the same stored runs (each round one w
 against the same false alarms (the two runs are of one commit) and the same injected slowdowns
 (every record of the second run slowed by 10 % in turn, all its samples scaled):
 
-- `linop-bench`: `compare`'s rule (`analysis.compare_records`: a moderated t-test on log round
-  medians, p < 0.01, and |change| >= 5 %), on the raw ratios and with the machine's own change
-  (the guard's reference op) divided out, as `compare` does by default; and at Google
-  Benchmark's alpha of 0.05.
+- `linop-bench`: `compare`'s rule (`analysis.compare_records`: a moderated t-test on each
+  record's log round fast levels, the 10th percentiles, p < 0.01, and |change| >= 5 %; on the
+  log round medians until 2026-12-07, `--judge-on median`), on the raw ratios and with the
+  machine's own change (the guard's reference op) divided out, as `compare` does by default;
+  and at Google Benchmark's alpha of 0.05.
 - `asv`: `asv compare` (asv/_stats.py `is_different`, asv/commands/compare.py): a Mann-Whitney U
   test on all samples pooled over processes, p < 0.002, and the medians more than `--factor`
   apart (default 1.1).
