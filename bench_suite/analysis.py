@@ -18,9 +18,10 @@ alone, as `compare` did before 2026-12-07. Tables show the medians, the publishe
 the fast level's ratio beside them.
 
 Significance comes from the variation *between rounds* (each round is a fresh process at another
-moment): a moderated t-test on the log round medians (`stats.round_shift_p`), whose variance
-pools the record's own rounds with the typical round-to-round variance of the two runs (per
-machine, device and thread count where there are enough records, `round_noise_by_stratum`). Samples
+moment): a moderated t-test on the log round levels (`stats.round_shift_p`; each round's fast
+level, or its median with MEDIAN_LEVEL), whose variance pools the record's own rounds with the
+typical round-to-round variance of the two runs (per machine, device and thread count where
+there are enough records, `round_noise_by_stratum`). Samples
 of one process share the machine's state, so a test on them as independent samples (what this
 module did before rounds existed) calls every small drift between runs significant: 21 % of the
 records of an A/A pair. Runs measured before rounds (schema 1, one round) still get that
@@ -415,7 +416,7 @@ def _has_rounds(old: Record, new: Record) -> bool:
 
 def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha: float,
                  noise: stats.RoundNoise | None = None, machine: float | None = None, *,
-                 on: str = MEDIAN_LEVEL, fast_noise: stats.RoundNoise | None = None) -> Row:
+                 on: str = FAST_LEVEL, fast_noise: stats.RoundNoise | None = None) -> Row:
     """One Row for an identity seen in the old run, the new run, or both. `noise` is the runs'
     noise of the medians; `fast_noise` that of the fast levels, used when `on` is FAST_LEVEL.
     A pair with fewer than two rounds a side is judged on its samples (the rank test) whatever

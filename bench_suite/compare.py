@@ -226,7 +226,7 @@ def machine_note(ratio: float | None) -> str:
         return ("machine: not divided out (a run has no guard readings or was merged from "
                 "shards, or --no-machine-correction); CPU verdicts judge the raw ratios")
     return (f"machine: the guard's reference op took {format_change(ratio)} as long in the new "
-            f"run; CPU verdicts judge the judged level's new/old divided by that "
+            f"run; CPU verdicts divide that out of the new/old they judge "
             f"(column \"÷ machine\")")
 
 
