@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
-from test_round_rule import synthetic_run
+from test_round_rule import slowed, synthetic_run, with_slow_share
 
 from bench_suite import results
 from bench_suite.analysis import FASTER, SAME, SLOWER
@@ -297,15 +297,12 @@ def test_latest_changes_name_a_record_whose_median_alone_moved(tmp_path):
     median moved by about 30 %, its fast level (what the rule judges) hardly. The page marks no
     change for it but names it under the table, as compare does; a 10 % slowdown of every call
     of v1 is marked slower."""
-    from test_round_rule import with_slow_share
-
     rng = np.random.default_rng(7)
     truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
     old = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
     new = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.005)
     old[0], new[0] = with_slow_share(old[0], 0.1, rng), with_slow_share(new[0], 0.6, rng)
-    new[1].rounds = [[t * 1.1 for t in r] for r in new[1].rounds]
-    new[1].times = [t for r in new[1].rounds for t in r]
+    new[1] = slowed(new[1], 1.1)
     write_run(tmp_path / "results", 1, old)
     write_run(tmp_path / "results", 2, new)
     text = write_history_page(tmp_path / "results", tmp_path / "docs").read_text()

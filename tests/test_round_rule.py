@@ -39,6 +39,12 @@ def with_slow_share(rec: Record, share: float, rng: np.random.Generator) -> Reco
     return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
 
 
+def slowed(rec: Record, factor: float) -> Record:
+    """`rec` with every call `factor` times as long (a change in the code)."""
+    rounds = [[t * factor for t in r] for r in rec.rounds]
+    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
+
+
 def verdicts(old: list[Record], new: list[Record], on: str = analysis.FAST_LEVEL) -> list[str]:
     rows, _ = analysis.compare_records(old, new, threshold=0.05, alpha=0.01, on=on)
     return [r.verdict for r in rows]
@@ -97,11 +103,6 @@ def test_the_fast_level_is_judged_and_a_median_only_change_is_named():
     slower = [slowed(with_slow_share(b[0], 0.1, rng), 1.1), *b[1:]]
     fast, _ = analysis.compare_records(a, slower)
     assert next(r for r in fast if r.variant == "v0").verdict == analysis.SLOWER
-
-
-def slowed(rec: Record, factor: float) -> Record:
-    rounds = [[t * factor for t in r] for r in rec.rounds]
-    return dataclasses.replace(rec, rounds=rounds, times=[t for r in rounds for t in r])
 
 
 def test_records_without_rounds_are_judged_on_their_samples_whatever_the_level():
