@@ -403,11 +403,11 @@ def round_noise_by_stratum(old: dict[tuple, Record], new: dict[tuple, Record]
     return noise
 
 
-def _fast_ratio(old: Record, new: Record) -> float | None:
-    if not old.times or not new.times:
+def _level_ratio(old_view: Record, new_view: Record) -> float | None:
+    """New/old of two `fast_level_view`s' levels (each view's one sample)."""
+    if not old_view.times or not new_view.times or old_view.times[0] <= 0:
         return None
-    level = stats.fast_level(old.times)
-    return stats.fast_level(new.times) / level if level > 0 else None
+    return new_view.times[0] / old_view.times[0]
 
 
 def _has_rounds(old: Record, new: Record) -> bool:
@@ -416,9 +416,11 @@ def _has_rounds(old: Record, new: Record) -> bool:
 
 def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha: float,
                  noise: stats.RoundNoise | None = None, machine: float | None = None, *,
-                 on: str = FAST_LEVEL, fast_noise: stats.RoundNoise | None = None) -> Row:
+                 on: str = FAST_LEVEL, fast_noise: stats.RoundNoise | None = None,
+                 fast_views: tuple[Record, Record] | None = None) -> Row:
     """One Row for an identity seen in the old run, the new run, or both. `noise` is the runs'
-    noise of the medians; `fast_noise` that of the fast levels, used when `on` is FAST_LEVEL.
+    noise of the medians; `fast_noise` that of the fast levels, used when `on` is FAST_LEVEL;
+    `fast_views` the two records' `fast_level_view`s where the caller has made them already.
     A pair with fewer than two rounds a side is judged on its samples (the rank test) whatever
     `on` says: one fast level a side is not something to test."""
     ref = new if new is not None else old
@@ -438,10 +440,10 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
     else:
         scale = machine if ref.device == "cpu" else None
         j = judge(old, new, threshold, alpha, noise, scale)
-        fast_ratio = _fast_ratio(old, new)
+        fast_old, fast_new = fast_views or (fast_level_view(old), fast_level_view(new))
+        fast_ratio = _level_ratio(fast_old, fast_new)
         if on == FAST_LEVEL and _has_rounds(old, new):
-            fast = judge(fast_level_view(old), fast_level_view(new), threshold, alpha,
-                         fast_noise, scale)
+            fast = judge(fast_old, fast_new, threshold, alpha, fast_noise, scale)
             if fast.verdict == SAME and j.verdict in (FASTER, SLOWER):
                 median_only = j.verdict
             j = dataclasses.replace(fast, old_median=j.old_median, new_median=j.new_median,
@@ -500,10 +502,10 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
         raise ValueError(f"cannot judge on {on!r}; choose one of {', '.join(JUDGED_LEVELS)}")
     keys = list(old_by) + [k for k in new_by if k not in old_by]
     noise = round_noise_by_stratum(old_by, new_by)
-    fast_noise = noise
-    if on == FAST_LEVEL:
-        fast_noise = round_noise_by_stratum({k: fast_level_view(r) for k, r in old_by.items()},
-                                            {k: fast_level_view(r) for k, r in new_by.items()})
+    # Each record's fast-level view, made once: the noise estimate and every pair use it.
+    fast_old = {k: fast_level_view(r) for k, r in old_by.items()}
+    fast_new = {k: fast_level_view(r) for k, r in new_by.items()}
+    fast_noise = round_noise_by_stratum(fast_old, fast_new) if on == FAST_LEVEL else noise
 
     def noise_of(key: tuple, found_in: dict[tuple | None, stats.RoundNoise | None]
                  ) -> stats.RoundNoise | None:
@@ -512,5 +514,8 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
 
     rows = sorted((compare_pair(old_by.get(k), new_by.get(k), threshold, alpha,
                                 noise_of(k, noise), machine, on=on,
-                                fast_noise=noise_of(k, fast_noise)) for k in keys), key=order)
+                                fast_noise=noise_of(k, fast_noise),
+                                fast_views=(fast_old[k], fast_new[k])
+                                if k in fast_old and k in fast_new else None)
+                   for k in keys), key=order)
     return rows, geometric_means(rows)
