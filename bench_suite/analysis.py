@@ -17,6 +17,17 @@ as `median_only` for a note. `compare --judge-on median` (`on=MEDIAN_LEVEL`) jud
 alone, as `compare` did before 2026-12-07. Tables show the medians, the published numbers, with
 the fast level's ratio beside them.
 
+One comparison tests every record at once (84 in a quick run, 252 in a full one), so a rule that
+holds each p-value to alpha alone calls about alpha of the unchanged records changed by chance:
+on fourteen stored A/A pairs of quick runs, at alpha 0.01, 17 false alarms, in 11 of the 14
+pairs. `compare_records` therefore controls the false discovery rate over the comparison's
+records (Benjamini-Hochberg, as limma reports its moderated t-tests): the records called changed
+are those whose p-value is at most the `fdr_level` of all the comparison's p-values at alpha (by
+default 0.05), the level a record's `p_limit` gives. With nothing changed that bounds the chance
+of any false alarm in a comparison by alpha; on the same pairs 3 false alarms, in 3 of 14, with
+388 of 1176 injected 10 % slowdowns found against 549 (docs/findings.md, section 5).
+`correction=PER_RECORD` holds each p-value to alpha alone.
+
 Significance comes from the variation *between rounds* (each round is a fresh process at another
 moment): a moderated t-test on the log round levels (`stats.round_shift_p`; each round's fast
 level, or its median with MEDIAN_LEVEL), whose variance pools the record's own rounds with the
@@ -63,6 +74,12 @@ VERDICTS = (FASTER, SLOWER, SAME, NEW, GONE, STATUS_CHANGED, NOT_MEASURED)
 FAST_LEVEL = "fast level"
 MEDIAN_LEVEL = "median"
 JUDGED_LEVELS = (FAST_LEVEL, MEDIAN_LEVEL)
+
+# How `compare_records` holds the p-values of one comparison to alpha (see the module doc).
+FALSE_DISCOVERY_RATE = "false discovery rate"  # Benjamini-Hochberg over the comparison's records
+PER_RECORD = "per record"  # each p-value against alpha alone, as compare did until 2026-12-07
+CORRECTIONS = (FALSE_DISCOVERY_RATE, PER_RECORD)
+DEFAULT_ALPHA = 0.05  # the false discovery rate; with PER_RECORD compare used 0.01
 
 # A record that was ok and now fails or disagrees with the reference is a correctness regression.
 BROKEN_STATUSES = ("mismatch", "nondeterministic", "failed")
@@ -191,6 +208,10 @@ class Row:
     # they did not: the share of slow calls moved (the host's spells, or a slow path the code
     # now takes). None otherwise.
     median_only: str | None = None
+    median_p_value: float | None = None  # the medians' test (= p_value where judged on them)
+    # The p-value below which `verdict` counted as significant: alpha itself, or, under the
+    # false discovery rate, the level alpha comes to over the comparison (`fdr_level`).
+    p_limit: float | None = None
 
     def key(self) -> tuple:
         """The identity, as `Record.key` gives it for the records this row compares."""
@@ -245,6 +266,7 @@ class Comparison:
     machine_ratio: float | None = None
     environment_changes: list[str] = field(default_factory=list)  # compare.environment_changes
     judged_on: str = FAST_LEVEL  # what the verdicts of records with rounds decided on
+    correction: str = FALSE_DISCOVERY_RATE  # how the p-values were held to alpha
 
     def regressions(self) -> list[Row]:
         """Significant slowdowns beyond the threshold, and ok records that now fail or mismatch."""
@@ -417,18 +439,21 @@ def _has_rounds(old: Record, new: Record) -> bool:
 def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha: float,
                  noise: stats.RoundNoise | None = None, machine: float | None = None, *,
                  on: str = FAST_LEVEL, fast_noise: stats.RoundNoise | None = None,
-                 fast_views: tuple[Record, Record] | None = None) -> Row:
+                 fast_views: tuple[Record, Record] | None = None,
+                 median_alpha: float | None = None) -> Row:
     """One Row for an identity seen in the old run, the new run, or both. `noise` is the runs'
     noise of the medians; `fast_noise` that of the fast levels, used when `on` is FAST_LEVEL;
     `fast_views` the two records' `fast_level_view`s where the caller has made them already.
-    A pair with fewer than two rounds a side is judged on its samples (the rank test) whatever
-    `on` says: one fast level a side is not something to test."""
+    `alpha` is the level the judged p-value is held to, `median_alpha` (default `alpha`) the
+    medians' where they are not what is judged (the median-only note). A pair with fewer than
+    two rounds a side is judged on its samples (the rank test) whatever `on` says: one fast
+    level a side is not something to test."""
     ref = new if new is not None else old
     if ref is None:
         raise ValueError("compare_pair needs at least one record")
     ident = {f: getattr(ref, f) for f in IDENTITY_FIELDS}
     old_t, new_t = _ok_samples(old), _ok_samples(new)
-    judged_on, median_only, fast_ratio = MEDIAN_LEVEL, None, None
+    judged_on, median_only, fast_ratio, median_p = MEDIAN_LEVEL, None, None, None
     if old is None:
         j = Judgement(None, _median(new_t), None, None, NEW)
     elif new is None:
@@ -439,10 +464,14 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
         j = Judgement(None, None, None, None, NOT_MEASURED)
     else:
         scale = machine if ref.device == "cpu" else None
-        j = judge(old, new, threshold, alpha, noise, scale)
+        judged_on_fast = on == FAST_LEVEL and _has_rounds(old, new)
+        j = judge(old, new, threshold,
+                  median_alpha if judged_on_fast and median_alpha is not None else alpha,
+                  noise, scale)
+        median_p = j.p_value
         fast_old, fast_new = fast_views or (fast_level_view(old), fast_level_view(new))
         fast_ratio = _level_ratio(fast_old, fast_new)
-        if on == FAST_LEVEL and _has_rounds(old, new):
+        if judged_on_fast:
             fast = judge(fast_old, fast_new, threshold, alpha, fast_noise, scale)
             if fast.verdict == SAME and j.verdict in (FASTER, SLOWER):
                 median_only = j.verdict
@@ -466,6 +495,8 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
         fast_ratio=fast_ratio,
         judged_on=judged_on,
         median_only=median_only,
+        median_p_value=median_p,
+        p_limit=alpha if j.p_value is not None else None,
     )
 
 
@@ -478,12 +509,27 @@ def geometric_means(rows: Iterable[Row]) -> list[GeoMean]:
     return [GeoMean(m, d, geometric_mean(v), len(v)) for (m, d), v in sorted(ratios.items())]
 
 
+def fdr_level(p_values: Iterable[float | None], alpha: float) -> float:
+    """The p-value at or below which Benjamini-Hochberg's step-up procedure at false discovery
+    rate `alpha` calls a test significant, among these tests (None: not tested): k alpha / m for
+    the largest k whose k-th smallest p-value is at most that, and alpha / m, what a test needs
+    to be called alone, where there is no such k. Why: see the module doc."""
+    ranked = sorted(p for p in p_values if p is not None)
+    m = len(ranked)
+    if m == 0:
+        return alpha
+    passing = [k for k, p in enumerate(ranked, start=1) if p <= k * alpha / m]
+    return (passing[-1] if passing else 1) * alpha / m
+
+
 def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: float = 0.05,
-                    alpha: float = 0.01, machine: float | None = None, on: str = FAST_LEVEL
+                    alpha: float = DEFAULT_ALPHA, machine: float | None = None,
+                    on: str = FAST_LEVEL, correction: str = FALSE_DISCOVERY_RATE
                     ) -> tuple[list[Row], list[GeoMean]]:
     """Match records by identity and judge each pair; the shared core of compare and history.
     `machine` is the runs' `machine_ratio` (None: judge the raw ratios); `on` what a pair with
-    rounds is judged on (FAST_LEVEL or MEDIAN_LEVEL, see the module doc).
+    rounds is judged on (FAST_LEVEL or MEDIAN_LEVEL); `correction` how the comparison's
+    p-values are held to `alpha` (FALSE_DISCOVERY_RATE or PER_RECORD; see the module doc).
 
     Rows are sorted by machine, device, case, direction, size (smallest problem first), variant
     and threads, so the order comes from the data rather than from a list of size names.
@@ -500,6 +546,9 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
 
     if on not in JUDGED_LEVELS:
         raise ValueError(f"cannot judge on {on!r}; choose one of {', '.join(JUDGED_LEVELS)}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}; choose one of "
+                         f"{', '.join(CORRECTIONS)}")
     keys = list(old_by) + [k for k in new_by if k not in old_by]
     noise = round_noise_by_stratum(old_by, new_by)
     # Each record's fast-level view, made once: the noise estimate and every pair use it.
@@ -512,10 +561,18 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
         found = found_in.get(_stratum(old_by.get(key) or new_by[key]))
         return found if found is not None else found_in[None]
 
-    rows = sorted((compare_pair(old_by.get(k), new_by.get(k), threshold, alpha,
-                                noise_of(k, noise), machine, on=on,
-                                fast_noise=noise_of(k, fast_noise),
-                                fast_views=(fast_old[k], fast_new[k])
-                                if k in fast_old and k in fast_new else None)
-                   for k in keys), key=order)
+    def judged_at(level: float, median_level: float) -> list[Row]:
+        return [compare_pair(old_by.get(k), new_by.get(k), threshold, level,
+                             noise_of(k, noise), machine, on=on,
+                             fast_noise=noise_of(k, fast_noise),
+                             fast_views=(fast_old[k], fast_new[k])
+                             if k in fast_old and k in fast_new else None,
+                             median_alpha=median_level)
+                for k in keys]
+
+    rows = judged_at(alpha, alpha)
+    if correction == FALSE_DISCOVERY_RATE:  # the p-values do not depend on the level
+        rows = judged_at(fdr_level((r.p_value for r in rows), alpha),
+                         fdr_level((r.median_p_value for r in rows), alpha))
+    rows.sort(key=order)
     return rows, geometric_means(rows)

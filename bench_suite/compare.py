@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench_suite.analysis import (
+    CORRECTIONS,
+    DEFAULT_ALPHA,
+    FALSE_DISCOVERY_RATE,
     FAST_LEVEL,
     FASTER,
     JUDGED_LEVELS,
@@ -47,12 +50,14 @@ from bench_suite.results import (
 
 
 def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
-                 alpha: float = 0.01, machine_correction: bool = True,
-                 judged_on: str = FAST_LEVEL) -> Comparison:
+                 alpha: float = DEFAULT_ALPHA, machine_correction: bool = True,
+                 judged_on: str = FAST_LEVEL, correction: str = FALSE_DISCOVERY_RATE
+                 ) -> Comparison:
     """Compare two run directories; raises ResultsError for input that cannot be compared.
     With `machine_correction`, CPU verdicts divide out the machine's own change (the guard's
     reference op, `analysis.machine_ratio`) where both runs have guard readings. `judged_on`:
-    the level a record's rounds are judged on (`analysis.FAST_LEVEL` or `MEDIAN_LEVEL`)."""
+    the level a record's rounds are judged on (`analysis.FAST_LEVEL` or `MEDIAN_LEVEL`);
+    `correction`: how the p-values are held to alpha (`analysis.CORRECTIONS`)."""
     old_meta, old_recs = load_run(Path(old_dir))
     new_meta, new_recs = load_run(Path(new_dir))
     common = {r.key() for r in old_recs} & {r.key() for r in new_recs}
@@ -60,12 +65,14 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
         raise ResultsError(_no_overlap_message(old_dir, new_dir, old_recs, new_recs))
     machine = (machine_ratio((old_meta, old_recs), (new_meta, new_recs))
                if machine_correction else None)
-    rows, geomeans = compare_records(old_recs, new_recs, threshold, alpha, machine, judged_on)
+    rows, geomeans = compare_records(old_recs, new_recs, threshold, alpha, machine, judged_on,
+                                     correction)
     return Comparison(
         old_run=old_meta.run_id, new_run=new_meta.run_id,
         threshold=threshold, alpha=alpha, rows=rows, geomeans=geomeans,
         old_sha=old_meta.git_sha, new_sha=new_meta.git_sha, machine_ratio=machine,
         environment_changes=environment_changes(old_meta, new_meta), judged_on=judged_on,
+        correction=correction,
     )
 
 
@@ -169,7 +176,7 @@ def _header_line(cmp: Comparison) -> str:
             f"{run} ({short_sha(sha)})"
 
     return (f"old: {side(cmp.old_run, cmp.old_sha)}   new: {side(cmp.new_run, cmp.new_sha)}   "
-            f"threshold: {cmp.threshold:.1%}   alpha: {cmp.alpha:g}")
+            f"threshold: {cmp.threshold:.1%}   alpha: {cmp.alpha:g} ({cmp.correction})")
 
 
 def _summary(cmp: Comparison) -> str:
@@ -177,6 +184,7 @@ def _summary(cmp: Comparison) -> str:
     text = f"{len(cmp.rows)} measurement(s): " + ", ".join(
         f"{n} {v}" for v, n in counts.items() if n)
     text += "\n" + judged_note(cmp.judged_on)
+    text += "\n" + significance_note(cmp)
     text += "\n" + machine_note(cmp.machine_ratio)
     detectable = detectable_note(cmp.rows, cmp.threshold)
     if detectable:
@@ -188,10 +196,11 @@ def _summary(cmp: Comparison) -> str:
     if median_only:
         text += "\n" + median_only
     weak = [r for r in cmp.rows if r.verdict == SAME and r.sample_test
-            and not can_reach(r.n_old, r.n_new, cmp.alpha)]
+            and not can_reach(r.n_old, r.n_new, r.p_limit or cmp.alpha)]
     if weak:
+        limit = min(r.p_limit or cmp.alpha for r in weak)
         text += (f"\nnote: {len(weak)} measurement(s) have too few samples for the rank test to "
-                 f"reach p < {cmp.alpha:g}; they cannot show a change")
+                 f"reach p < {limit:.2g}; they cannot show a change")
     return text
 
 
@@ -202,6 +211,17 @@ def judged_note(judged_on: str) -> str:
                 "spells move it less than the median), column \"fast new/old\"; old, new and "
                 "new/old are the medians")
     return "judged on: the medians (old, new, new/old)"
+
+
+def significance_note(cmp: Comparison) -> str:
+    """How the p-values were held to alpha, in one line, with the level a p-value had to reach."""
+    tested = [r for r in cmp.rows if r.p_value is not None]
+    if cmp.correction != FALSE_DISCOVERY_RATE:
+        return f"significance: each measurement's p-value against alpha {cmp.alpha:g} alone"
+    limit = min((r.p_limit for r in tested if r.p_limit is not None), default=cmp.alpha)
+    return (f"significance: false discovery rate {cmp.alpha:g} over the {len(tested)} "
+            f"measurement(s) tested (Benjamini-Hochberg): here a p-value had to be at most "
+            f"{limit:.2g} (--correction per-record holds each to alpha alone)")
 
 
 def median_only_note(rows: Sequence[Row]) -> str | None:
@@ -355,8 +375,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "compare",
         help="compare two runs, with significance",
         description="Compare two runs measurement by measurement. A change is reported when "
-                    "the round medians differ significantly (p < alpha, a moderated t-test on "
-                    "log round medians; runs of one round: Mann-Whitney U on the samples) and "
+                    "the rounds differ significantly (a moderated t-test on log round levels; "
+                    "runs of one round: Mann-Whitney U on the samples), with the false "
+                    "discovery rate over all measurements held to alpha (Benjamini-Hochberg), "
+                    "and "
                     "the level moved by at least the threshold, both after dividing out the "
                     "machine's own change between the runs (the guard's reference op). The "
                     "level is each round's fast level (10th percentile) unless --judge-on "
@@ -370,8 +392,14 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=parse_threshold, default=0.05,
                    help="smallest relative change of the median that counts, 5%% or 0.05 "
                         "(default 5%%)")
-    p.add_argument("--alpha", type=parse_alpha, default=0.01,
-                   help="significance level of the test (default 0.01)")
+    p.add_argument("--alpha", type=parse_alpha, default=DEFAULT_ALPHA,
+                   help=f"false discovery rate over all measurements, or with --correction "
+                        f"per-record the level of each test (default {DEFAULT_ALPHA:g})")
+    p.add_argument("--correction", choices=[c.replace(" ", "-") for c in CORRECTIONS],
+                   default=FALSE_DISCOVERY_RATE.replace(" ", "-"),
+                   help="how the comparison's p-values are held to alpha: the false discovery "
+                        "rate over all measurements (Benjamini-Hochberg, default), or each "
+                        "alone (per-record; compare until 2026-12-07, with --alpha 0.01)")
     p.add_argument("--judge-on", choices=[j.replace(" ", "-") for j in JUDGED_LEVELS],
                    default=FAST_LEVEL.replace(" ", "-"),
                    help="what the test and the threshold judge: each round's fast level (10th "
@@ -405,7 +433,8 @@ def run_compare(args: argparse.Namespace) -> int:
         new = resolve_run(args.new, args.results_dir)
         cmp = compare_runs(old, new, threshold=args.threshold, alpha=args.alpha,
                            machine_correction=args.machine_correction,
-                           judged_on=args.judge_on.replace("-", " "))
+                           judged_on=args.judge_on.replace("-", " "),
+                           correction=args.correction.replace("-", " "))
     except ResultsError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2
@@ -426,7 +455,8 @@ def run_compare(args: argparse.Namespace) -> int:
             if r.verdict == SLOWER:
                 change = r.judged_change() or r.ratio
                 print(f"regression: {r.name()}: {change:.3f}x slower "
-                      f"(+{(change - 1) * 100:.1f}%, p={r.p_value:.2g})", file=sys.stderr)
+                      f"(+{(change - 1) * 100:.1f}%, p={r.p_value:.2g}, at most "
+                      f"{r.p_limit:.2g} needed)", file=sys.stderr)
             else:
                 print(f"regression: {r.name()}: status {r.old_status} -> {r.new_status}",
                       file=sys.stderr)

@@ -16,9 +16,10 @@ as a real slowdown would scale them) must be found.
 
 It also says how often the other run's median lands inside each record's 95 % interval, and
 whether the site's answer (the fastest library per case, its lead and whether that lead is
-clear) holds in the other run; and what the same rule judged on the medians (compare's rule
-until 2026-12-07; it now judges the fast level, the 10th percentile) would say: its false alarms
-and the same injected slowdowns found (Findings, section 5).
+clear) holds in the other run; and what compare's earlier rules would say on the same pair:
+each p-value held to alpha 0.01 alone instead of the false discovery rate over the comparison
+(compare until 2026-12-07 evening), on the fast level and on the medians (until that morning):
+their false alarms and the same injected slowdowns found (Findings, section 5).
 
 Targets (issue "Numbers that reproduce"): >= 95 % of records within +-5 %, no significant verdict
 at the default threshold and alpha, an injected 10 % slowdown detected in >= 9 of 10 tries.
@@ -216,8 +217,10 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     rows, _ = analysis.compare_records(list(a.values()), list(b.values()), args.threshold,
                                        args.alpha, machine)
     alarms = [r for r in rows if r.verdict in (analysis.FASTER, analysis.SLOWER)]
-    print(f"significant verdicts (threshold {args.threshold:.0%}, alpha {args.alpha:g}): "
-          f"{len(alarms)} of {len(rows)}")
+    print(f"significant verdicts (threshold {args.threshold:.0%}, false discovery rate "
+          f"{args.alpha:g}): {len(alarms)} of {len(rows)}")
+    print("  " + compare.significance_note(analysis.Comparison(
+        "A", "B", args.threshold, args.alpha, rows)))
     for r in alarms:
         print(f"  false alarm: {r.name()}: {r.judged_change():.3f}x judged "
               f"({r.judged_on}), p = {r.p_value:.2g}")
@@ -248,11 +251,11 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
         print(f"  injected +{args.slowdown:.0%} into {b[key].name()}: "
               f"{'detected' if hit else 'missed'} (median {row.ratio:.3f}x, "
               f"{ratios[int(i)]:.3f}x before; judged {row.judged_change():.3f}x, "
-              f"p = {row.p_value:.2g}{limit})")
+              f"p = {row.p_value:.2g}, at most {row.p_limit:.2g} needed{limit})")
     print(f"injected slowdowns detected: {found} of {len(picks)} ({found_agreeing} of the "
           f"{agreeing} where the two runs had agreed within +-{TARGET_AGREEMENT:.0%} before)")
 
-    _report_median_rule(a, b, keys, [keys[int(i)] for i in picks], args, machine)
+    _report_earlier_rules(a, b, keys, [keys[int(i)] for i in picks], args, machine)
 
     within5 = float(np.mean(dev <= 0.05))
     checks = [(f">= {TARGET_WITHIN_5:.0%} within +-5 %", within5 >= TARGET_WITHIN_5),
@@ -264,27 +267,37 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     return all(ok for _, ok in checks)
 
 
-def _report_median_rule(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple],
-                        slowed_keys: list[tuple], args: argparse.Namespace,
-                        machine: float | None) -> None:
-    """compare's rule judged on the medians (`compare --judge-on median`, what compare judged
-    until 2026-12-07), on the same pair and the same injected slowdowns: whether the fast level
-    still does better on this machine. The targets above stay compare's."""
+# compare's earlier rules: (what the line says, the level judged, alpha), each p-value held to
+# alpha alone (analysis.PER_RECORD).
+EARLIER_RULES = (
+    ("each p-value against alpha 0.01 alone, on the fast level (compare's rule until "
+     "2026-12-07 evening)", analysis.FAST_LEVEL, 0.01),
+    ("the same on the medians (until 2026-12-07 afternoon)", analysis.MEDIAN_LEVEL, 0.01),
+)
+
+
+def _report_earlier_rules(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple],
+                          slowed_keys: list[tuple], args: argparse.Namespace,
+                          machine: float | None) -> None:
+    """compare's earlier rules (`compare --correction per-record --alpha 0.01`, with
+    `--judge-on median` for the older), on the same pair and the same injected slowdowns:
+    whether the rule now used still does better on this machine. The targets stay compare's."""
     old = [a[k] for k in keys]
+    for text, on, alpha in EARLIER_RULES:
+        def verdicts(new: dict[tuple, Record], on: str = on, alpha: float = alpha
+                     ) -> dict[tuple, str]:
+            rows, _ = analysis.compare_records(old, [new[k] for k in keys], args.threshold,
+                                               alpha, machine, on=on,
+                                               correction=analysis.PER_RECORD)
+            return {r.key(): r.verdict for r in rows}
 
-    def verdicts(new: dict[tuple, Record]) -> dict[tuple, str]:
-        rows, _ = analysis.compare_records(old, [new[k] for k in keys], args.threshold,
-                                           args.alpha, machine, on=analysis.MEDIAN_LEVEL)
-        return {r.key(): r.verdict for r in rows}
-
-    alarms = [k for k, v in verdicts(b).items() if v in (analysis.FASTER, analysis.SLOWER)]
-    found = sum(verdicts({**b, k: with_slowdown(b[k], 1.0 + args.slowdown)})[k] == analysis.SLOWER
-                for k in slowed_keys)
-    print(f"the same rule on the medians (compare's until 2026-12-07, Findings 5): "
-          f"{len(alarms)} false alarm(s), injected slowdowns detected: {found} of "
-          f"{len(slowed_keys)}")
-    for k in alarms:
-        print(f"  false alarm: {b[k].name()}")
+        alarms = [k for k, v in verdicts(b).items() if v in (analysis.FASTER, analysis.SLOWER)]
+        found = sum(verdicts({**b, k: with_slowdown(b[k], 1.0 + args.slowdown)})[k]
+                    == analysis.SLOWER for k in slowed_keys)
+        print(f"{text}: {len(alarms)} false alarm(s), injected slowdowns detected: {found} of "
+              f"{len(slowed_keys)}")
+        for k in alarms:
+            print(f"  false alarm: {b[k].name()}")
 
 
 def rounds_needed(noise: stats.RoundNoise, within: float = TARGET_AGREEMENT,
@@ -528,7 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-machine-correction", dest="machine_correction", action="store_false",
                    help="judge the raw ratios, as `compare --no-machine-correction` does")
     p.add_argument("--threshold", type=float, default=0.05)
-    p.add_argument("--alpha", type=float, default=0.01)
+    p.add_argument("--alpha", type=float, default=analysis.DEFAULT_ALPHA,
+                   help="the false discovery rate compare holds its verdicts to")
     p.add_argument("--slowdown", type=float, default=0.10)
     p.add_argument("--tries", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)

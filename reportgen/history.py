@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogFormatter  # noqa: E402
 
 from bench_suite.analysis import (  # noqa: E402
+    DEFAULT_ALPHA,
     FASTER,
     NOT_MEASURED,
     SAME,
@@ -252,7 +253,7 @@ def chart_case(group: Group, case: str, data: dict[SeriesKey, list[Point]],
 
 
 def write_history_page(library: Library, site: Site, *, threshold: float = 0.05,
-                       alpha: float = 0.01) -> list[Group]:
+                       alpha: float = DEFAULT_ALPHA) -> list[Group]:
     """Render history.md and its charts from every finished archived run of the library."""
     runs = history_runs(library)
     style = library.style

@@ -171,7 +171,8 @@ def test_table_output_and_colour(two_runs, capsys):
 def test_json_format(two_runs, capsys):
     assert main([*map(str, two_runs), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["threshold"] == 0.05 and data["alpha"] == 0.01
+    assert data["threshold"] == 0.05 and data["alpha"] == 0.05
+    assert data["correction"] == "false discovery rate"
     rows = {(r["case"], r["variant"]): r for r in data["rows"]}
     assert rows["nufft2d", "torchlinops"]["verdict"] == SLOWER
     assert rows["blocks3d", "sigpy"]["old_status"] is None
@@ -479,3 +480,24 @@ def test_markdown_geometric_mean_sits_under_new_over_old(two_runs, capsys):
     column = header.split("|").index(" new/old ")
     assert header.count("|") == geomean.count("|")
     assert geomean.split("|")[column].strip().startswith("**")
+
+
+def test_the_significance_line_names_the_correction_and_per_record_holds_to_alpha(two_runs,
+                                                                                 capsys):
+    assert main([*map(str, two_runs)]) == 0
+    out = capsys.readouterr().out
+    assert "alpha: 0.05 (false discovery rate)" in out
+    line = next(s for s in out.splitlines() if s.startswith("significance:"))
+    assert "false discovery rate 0.05 over the" in line and "Benjamini-Hochberg" in line
+    assert main([*map(str, two_runs), "--correction", "per-record", "--alpha", "0.01",
+                 "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["correction"] == "per record"
+    assert {r["p_limit"] for r in data["rows"] if r["p_value"] is not None} == {0.01}
+
+
+def test_an_unknown_correction_exits_2(two_runs, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([*map(str, two_runs), "--correction", "bonferroni"])
+    assert stop.value.code == 2
+    assert "--correction" in capsys.readouterr().err

@@ -167,9 +167,9 @@ def test_records_that_differ_by_their_slow_share_are_told_apart(tmp_path, reprod
     assert gap and 30 <= int(gap[1]) <= 50 and int(gap[2]) <= 5
     # compare judges the fast level: the moved slow shares are no change, and a slowdown is
     # found; on the medians the spread of the moved records hides it
-    assert "significant verdicts (threshold 5%, alpha 0.01): 0 of 20" in out
+    assert "significant verdicts (threshold 5%, false discovery rate 0.05): 0 of 20" in out
     assert "injected slowdowns detected: 1 of 1" in out
-    assert ("the same rule on the medians (compare's until 2026-12-07, Findings 5): "
+    assert ("the same on the medians (until 2026-12-07 afternoon): "
             "0 false alarm(s), injected slowdowns detected: 0 of 1") in out
 
 
@@ -231,11 +231,11 @@ def test_the_machines_own_change_is_divided_out_of_the_verdicts(tmp_path, reprod
     out = capsys.readouterr().out
     assert ("the machine's own change (guard reference op, new/old): 1.100x; medians within "
             "+-5 % after dividing it out: 100.0%") in out
-    assert "significant verdicts (threshold 5%, alpha 0.01): 0 of 30" in out
+    assert "significant verdicts (threshold 5%, false discovery rate 0.05): 0 of 30" in out
     reproducibility.main(["--runs", *dirs, "--tries", "3", "--no-machine-correction"])
     out = capsys.readouterr().out
     assert "the machine's own change" not in out
-    assert "significant verdicts (threshold 5%, alpha 0.01): 0 of 30" not in out
+    assert "significant verdicts (threshold 5%, false discovery rate 0.05): 0 of 30" not in out
 
 
 def test_rounds_needed_follows_the_round_and_run_noise(reproducibility):

@@ -278,3 +278,76 @@ def test_the_fast_level_view_keeps_one_fast_level_per_round():
     assert view.rounds == [[1.0], [2.0]]
     assert view.times == [pytest.approx(1.9)]  # 10 % into 200 samples: between 1.0 and 2.0
     assert view.key() == rec.key() and rec.rounds == rounds  # the record itself unchanged
+
+
+def test_fdr_level_is_benjamini_hochbergs_step_up():
+    """Benjamini and Hochberg's (1995) own example: 15 p-values, q = 0.05, four rejected: the
+    fourth smallest (0.0095) is under 4 q / 15, the fifth (0.0201) over 5 q / 15, and no larger
+    one is under its k q / 15."""
+    p = [0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.0344, 0.0459, 0.3240,
+         0.4262, 0.5719, 0.6528, 0.7590, 1.0]
+    level = analysis.fdr_level([*p, None], 0.05)  # an untested record (None) is not counted
+    assert level == pytest.approx(4 * 0.05 / 15)
+    assert sum(x <= level for x in p) == 4
+    assert analysis.fdr_level([0.5, 0.9], 0.05) == pytest.approx(0.025)  # none: what one needs
+    assert analysis.fdr_level([], 0.05) == 0.05
+
+
+def _significant(rows: list[analysis.Row]) -> list[str]:
+    return [r.variant for r in rows if r.verdict in (analysis.FASTER, analysis.SLOWER)]
+
+
+def test_the_false_discovery_rate_removes_the_chance_alarms_of_testing_many_records():
+    """200 unchanged records, no threshold: held to alpha one by one, about alpha of them come
+    out significant by chance; held to the false discovery rate over the comparison, none."""
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), 200))
+    a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    per_record, _ = analysis.compare_records(a, b, threshold=0.0, alpha=0.05,
+                                             correction=analysis.PER_RECORD)
+    fdr, _ = analysis.compare_records(a, b, threshold=0.0, alpha=0.05)
+    assert len(_significant(per_record)) >= 3
+    assert _significant(fdr) == []
+    # the p-values are the same; only the level they are held to differs
+    assert [r.p_value for r in fdr] == [r.p_value for r in per_record]
+    assert {r.p_limit for r in per_record} == {0.05}
+    assert all(r.p_limit == pytest.approx(0.05 / 200) for r in fdr)
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_the_false_discovery_rate_loosens_when_many_records_changed(seed):
+    """A library that got 10 % slower in 20 of 100 records: the step-up procedure lets its many
+    small p-values pass at a level far above alpha / m, and finds about as many of them as
+    each p-value held to 0.01 alone does (19 and 18 of 20 with these seeds)."""
+    rng = np.random.default_rng(seed)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
+    a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    b = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015)
+    b = [slowed(r, 1.10) if i < 20 else r for i, r in enumerate(b)]
+    rows, _ = analysis.compare_records(a, b, threshold=0.05, alpha=0.05)
+    found = _significant(rows)
+    assert len(found) >= 16 and set(found) <= {f"v{i}" for i in range(20)}
+    limit = rows[0].p_limit
+    assert limit == analysis.fdr_level([r.p_value for r in rows], 0.05) > 10 * 0.05 / RECORDS
+
+
+def test_the_median_only_note_is_held_to_the_medians_own_false_discovery_rate():
+    """The medians' p-values form their own family: a row's median-only note needs its medians'
+    p at most the medians' level, which `median_p_value` lets a reader check."""
+    rng = np.random.default_rng(3)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), 40))
+    a = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.01)
+    b = synthetic_run(rng, truth, drift_sd=0.005, round_sd=0.01)
+    b[0] = with_slow_share(b[0], 0.6, rng)
+    a[0] = with_slow_share(a[0], 0.1, rng)
+    rows, _ = analysis.compare_records(a, b, threshold=0.05, alpha=0.05)
+    level = analysis.fdr_level([r.median_p_value for r in rows], 0.05)
+    noted = [r for r in rows if r.median_only]
+    assert [r.variant for r in noted] == ["v0"]
+    assert all(r.median_p_value <= level for r in noted)
+
+
+def test_an_unknown_correction_is_refused():
+    with pytest.raises(ValueError, match="unknown correction"):
+        analysis.compare_records([], [], correction="bonferroni")

@@ -8,7 +8,9 @@ against the same false alarms (the two runs are of one commit) and the same inje
   record's log round fast levels, the 10th percentiles, p < 0.01, and |change| >= 5 %; on the
   log round medians until 2026-12-07, `--judge-on median`), on the raw ratios and with the
   machine's own change (the guard's reference op) divided out, as `compare` does by default;
-  and at Google Benchmark's alpha of 0.05.
+  at Google Benchmark's alpha of 0.05; and as `compare` judges since 2026-12-07 evening, the
+  false discovery rate over the pair's records held to 0.05 (each p-value held to alpha alone
+  in the others, as `compare --correction per-record`).
 - `asv`: `asv compare` (asv/_stats.py `is_different`, asv/commands/compare.py): a Mann-Whitney U
   test on all samples pooled over processes, p < 0.002, and the medians more than `--factor`
   apart (default 1.1).
@@ -130,10 +132,12 @@ class PerRecord:
         return [self.pair(o, n) for o, n in zip(old, new, strict=True)]
 
 
-def _linop_bench(corrected: bool, alpha: float = 0.01) -> RunRule:
+def _linop_bench(corrected: bool, alpha: float = 0.01,
+                 correction: str = analysis.PER_RECORD) -> RunRule:
     def judge_all(old: list[Record], new: list[Record], machine: float | None) -> list[Verdict]:
         rows, _ = analysis.compare_records(old, new, THRESHOLD, alpha,
-                                           machine if corrected else None)
+                                           machine if corrected else None,
+                                           correction=correction)
         by_key = {r.key(): r.verdict for r in rows}
         code = {analysis.SLOWER: 1, analysis.FASTER: -1}
         return [code.get(by_key[o.key()], 0) for o in old]
@@ -145,6 +149,9 @@ RULES: dict[str, RunRule] = {
     "linop-bench (machine divided out)": _linop_bench(corrected=True),
     # Google Benchmark's alpha, for a comparison at equal odds of a false alarm
     "linop-bench (alpha 0.05, machine divided out)": _linop_bench(corrected=True, alpha=0.05),
+    # compare since 2026-12-07 evening: the false discovery rate over the comparison
+    "linop-bench (false discovery rate 0.05)": _linop_bench(
+        corrected=True, alpha=analysis.DEFAULT_ALPHA, correction=analysis.FALSE_DISCOVERY_RATE),
     "asv (factor 1.1)": PerRecord(asv_verdict),
     "asv (factor 1.05)": PerRecord(lambda o, n: asv_verdict(o, n, 1.0 + THRESHOLD)),
     "pyperf": PerRecord(pyperf_verdict),

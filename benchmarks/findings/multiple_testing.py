@@ -1,0 +1,194 @@
+"""Does `compare` need to correct for judging many records at once?
+
+`compare` tests every record of two runs at alpha 0.01. An A/A pair of the quick preset has 84
+records and the full preset 252, so even a rule whose p-values were exact would call about one
+record in a hundred "changed" by chance (the 5 % threshold removes some of those): 0.84 false
+alarms expected per quick pair and 2.5 per full pair, and a pair without any only 43 % (8 %) of
+the time. The issue's target of no false alarm per pair is out of reach of any per-record alpha.
+
+The usual cure is to control the error over the whole comparison: Holm's step-down (the chance of
+any false alarm in the comparison at most alpha) or Benjamini-Hochberg (the expected share of
+false ones among the records called changed at most q; with no real change at all, the same as
+Holm's guarantee). limma, whose moderated t-test `compare` uses, reports Benjamini-Hochberg
+adjusted p-values by default.
+
+This script reads stored A/A pairs and applies each rule to the p-values `compare`'s own test
+gives (`analysis.compare_records`, the 5 % threshold kept), against:
+
+- false alarms: records called changed between the two runs of one commit;
+- one slowed record: every record of the second run slowed by 10 % in turn, alone (the test
+  `reproducibility.py` makes; the hardest case for a correction, which then has the whole
+  family's error to spend on one record);
+- one slowed library: all records of one variant slowed by 10 % together, in turn for each
+  variant (a regression in one library, the case a user of `compare` meets).
+
+It measures nothing itself: it reads the runs.
+
+    python benchmarks/findings/multiple_testing.py DIR [DIR ...]   # each DIR holds one A/A pair
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bench_suite import analysis
+from bench_suite.results import Record, ResultsError, RunMetadata, load_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from estimators import pair_in  # noqa: E402
+from reproducibility import with_slowdown  # noqa: E402
+
+SLOWDOWN = 0.10
+THRESHOLD = 0.05
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error)."""
+    p = np.asarray(p, dtype=float)
+    order = np.argsort(p)
+    m = p.size
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate)."""
+    p = np.asarray(p, dtype=float)
+    order = np.argsort(p)
+    m = p.size
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def per_record(p: Sequence[float]) -> np.ndarray:
+    """No correction: each record's own p-value."""
+    return np.asarray(p, dtype=float)
+
+
+Adjust = Callable[[Sequence[float]], np.ndarray]
+FAST, MEDIAN = analysis.FAST_LEVEL, analysis.MEDIAN_LEVEL
+# name: (the level judged, the correction, the level its adjusted p-values are held to)
+RULES: dict[str, tuple[str, Adjust, float]] = {
+    "medians, per record, alpha 0.01": (MEDIAN, per_record, 0.01),
+    "medians, Benjamini-Hochberg, q 0.05": (MEDIAN, benjamini_hochberg, 0.05),
+    "per record, alpha 0.01 (compare before)": (FAST, per_record, 0.01),
+    "per record, alpha 0.001": (FAST, per_record, 0.001),
+    "Holm, 0.05": (FAST, holm, 0.05),
+    "Benjamini-Hochberg, q 0.01": (FAST, benjamini_hochberg, 0.01),
+    "Benjamini-Hochberg, q 0.05 (compare now)": (FAST, benjamini_hochberg, 0.05),
+    "Benjamini-Hochberg, q 0.10": (FAST, benjamini_hochberg, 0.10),
+}
+
+
+def verdicts(old: list[Record], new: list[Record], machine: float | None
+             ) -> dict[str, np.ndarray]:
+    """Per rule, +1 slower / -1 faster / 0 for each record, from compare's p-values."""
+    out = {}
+    for on in {on for on, _, _ in RULES.values()}:
+        rows, _ = analysis.compare_records(old, new, THRESHOLD, alpha=1.0, machine=machine,
+                                           on=on, correction=analysis.PER_RECORD)
+        by_key = {r.key(): r for r in rows}
+        ordered = [by_key[o.key()] for o in old]
+        p = [r.p_value if r.p_value is not None else 1.0 for r in ordered]
+        change = np.array([r.judged_change() or 1.0 for r in ordered])
+        large = np.abs(change - 1.0) >= THRESHOLD
+        sign = np.where(change > 1.0, 1, -1)
+        for name, (level_judged, adjust, level) in RULES.items():
+            if level_judged == on:
+                out[name] = np.where(large & (adjust(p) < level), sign, 0)
+    return {name: out[name] for name in RULES}
+
+
+@dataclass
+class Tally:
+    pairs: int = 0
+    pairs_with_alarm: int = 0
+    alarms: int = 0
+    one_found: int = 0
+    one_tried: int = 0
+    library_found: int = 0
+    library_tried: int = 0
+    library_alarms: int = 0  # records of other variants called changed while one was slowed
+    # one slowed record, by thread count: [found, tried]
+    one_by_threads: dict[int, list[int]] = field(default_factory=dict)
+
+
+def _ok_records(run_dir: Path) -> tuple[dict[tuple, Record], tuple[RunMetadata, list[Record]]]:
+    try:
+        meta, records = load_run(run_dir)
+    except ResultsError as e:
+        sys.exit(f"multiple_testing: {e}")
+    return {r.key(): r for r in records if r.status == "ok" and r.times}, (meta, records)
+
+
+def study(folder: Path, tallies: dict[str, Tally]) -> None:
+    (a, run_a), (b, run_b) = map(_ok_records, pair_in(folder))
+    keys = [k for k in a if k in b]
+    old, new = [a[k] for k in keys], [b[k] for k in keys]
+    machine = analysis.machine_ratio(run_a, run_b)
+    for name, v in verdicts(old, new, machine).items():
+        t = tallies[name]
+        t.pairs += 1
+        t.alarms += int(np.count_nonzero(v))
+        t.pairs_with_alarm += int(np.any(v != 0))
+    for i in range(len(new)):
+        slowed = [with_slowdown(r, 1 + SLOWDOWN) if j == i else r for j, r in enumerate(new)]
+        for name, v in verdicts(old, slowed, machine).items():
+            t = tallies[name]
+            t.one_tried += 1
+            t.one_found += int(v[i] == 1)
+            by = t.one_by_threads.setdefault(new[i].num_threads, [0, 0])
+            by[0] += int(v[i] == 1)
+            by[1] += 1
+    for variant in sorted({r.variant for r in new}):
+        hit = np.array([r.variant == variant for r in new])
+        slowed = [with_slowdown(r, 1 + SLOWDOWN) if h else r for r, h in zip(new, hit, strict=True)]
+        for name, v in verdicts(old, slowed, machine).items():
+            t = tallies[name]
+            t.library_tried += int(hit.sum())
+            t.library_found += int(np.count_nonzero(v[hit] == 1))
+            t.library_alarms += int(np.count_nonzero(v[~hit]))
+    print(f"  {folder}: {len(keys)} records", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
+    args = parser.parse_args(argv)
+    if not args.pairs:
+        parser.error("name at least one folder holding an A/A pair")
+    tallies = {name: Tally() for name in RULES}
+    for folder in args.pairs:
+        study(folder, tallies)
+    width = max(map(len, RULES)) + 2
+    print(f"{len(args.pairs)} A/A pairs; every rule keeps compare's test and its 5 % threshold, "
+          f"and judges the fast level unless it says medians")
+    print(f"{'rule':<{width}}{'false alarms':>14}{'pairs with one':>16}"
+          f"{'one slowed: found':>20}{'a library slowed: found':>26}{'others called':>15}")
+    for name, t in tallies.items():
+        print(f"{name:<{width}}{t.alarms:>14}{f'{t.pairs_with_alarm} of {t.pairs}':>16}"
+              f"{f'{t.one_found} of {t.one_tried}':>20}"
+              f"{f'{t.library_found} of {t.library_tried}':>26}{t.library_alarms:>15}")
+    print()
+    print("one slowed record found, by thread count")
+    for name, t in tallies.items():
+        parts = [f"{n} thread(s) {found} of {tried} ({found / tried:.0%})"
+                 for n, (found, tried) in sorted(t.one_by_threads.items())]
+        print(f"{name:<{width}}" + "; ".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

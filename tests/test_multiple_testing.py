@@ -1,0 +1,61 @@
+"""benchmarks/findings/multiple_testing.py: corrections for testing many records at once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from script_module import load_script
+from test_reproducibility import store
+from test_round_rule import slowed, synthetic_run
+
+from bench_suite import analysis
+
+
+@pytest.fixture(scope="module")
+def multiple_testing():
+    return load_script("benchmarks/findings/multiple_testing.py")
+
+
+def test_the_adjusted_p_values_are_holm_and_benjamini_hochberg(multiple_testing):
+    p = [0.01, 0.04, 0.03, 0.005]
+    # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, made non-decreasing
+    assert multiple_testing.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # BH: sorted times 4/1, 4/2, 4/3, 4/4 = 0.02, 0.02, 0.04, 0.04, made non-increasing from the top
+    assert multiple_testing.benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+
+
+def test_the_scripts_benjamini_hochberg_rule_is_what_compare_judges(multiple_testing):
+    """The script adjusts compare's p-values itself; at q 0.05 its verdicts must be compare's
+    own (`analysis.compare_records` with its default false discovery rate)."""
+    rng = np.random.default_rng(9)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 40))
+    a = synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.02)
+    b = [slowed(r, 1.2) if i < 6 else r
+         for i, r in enumerate(synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.02))]
+    script = multiple_testing.verdicts(a, b, None)["Benjamini-Hochberg, q 0.05 (compare now)"]
+    rows, _ = analysis.compare_records(a, b)
+    by_key = {r.key(): r.verdict for r in rows}
+    code = {analysis.SLOWER: 1, analysis.FASTER: -1}
+    assert list(script) == [code.get(by_key[r.key()], 0) for r in a]
+    assert any(v == 1 for v in script)
+
+
+def test_pairs_are_read_and_tallied(tmp_path, multiple_testing, capsys):
+    rng = np.random.default_rng(6)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 20))
+    for _ in range(2):
+        store(tmp_path, "pair", synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004))
+    assert multiple_testing.main([str(tmp_path / "pair")]) == 0
+    out = capsys.readouterr().out
+    compare_now = next(s for s in out.splitlines() if s.startswith("Benjamini-Hochberg, q 0.05"))
+    # quiet runs: no alarm, every single slowdown and every slowed library (here one record
+    # each) found, no other record called changed
+    assert compare_now.split()[-11:] == ["0", "0", "of", "1", "20", "of", "20", "20", "of", "20",
+                                         "0"]
+
+
+def test_no_folder_is_a_usage_error(multiple_testing, capsys):
+    with pytest.raises(SystemExit) as stop:
+        multiple_testing.main([])
+    assert stop.value.code == 2
+    assert "name at least one folder" in capsys.readouterr().err
