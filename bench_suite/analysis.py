@@ -28,6 +28,14 @@ of any false alarm in a comparison by alpha; on the same pairs 3 false alarms, i
 388 of 1176 injected 10 % slowdowns found against 549 (docs/findings.md, section 5).
 `correction=PER_RECORD` holds each p-value to alpha alone.
 
+What two runs differ by without a change is learned from the spread of the records' old/new
+ratios, and records that changed must not count in it. torchlinops' two variants are half of a
+quick run's records, and a change to torchlinops slows them together: learned from all records,
+the spread took that shift for noise (3 of 640 such slowdowns found on sixteen stored pairs). So
+each record's between-run spread is learned from the other packages' records (`package_of`,
+LEAVE_PACKAGE_OUT) with a spread that leaves out a group of ratios beyond 3 spreads
+(`stats.robust_spread`): 243 of 640 found, at 5 false alarms in the sixteen pairs against 3.
+
 Significance comes from the variation *between rounds* (each round is a fresh process at another
 moment): a moderated t-test on the log round levels (`stats.round_shift_p`; each round's fast
 level, or its median with MEDIAN_LEVEL), whose variance pools the record's own rounds with the
@@ -385,13 +393,28 @@ def _matched_keys(old: dict[tuple, Record], new: dict[tuple, Record]) -> list[tu
             if k in new and o.status == new[k].status == "ok" and o.times and new[k].times]
 
 
-def round_noise_of(old: dict[tuple, Record], new: dict[tuple, Record]) -> stats.RoundNoise | None:
+def package_of(rec: Record) -> str:
+    """The package a variant measures: its id up to the first "-" (`torchlinops` and
+    `torchlinops-linop` are one code base, which one change can slow everywhere)."""
+    return rec.variant.split("-")[0]
+
+
+# Fewer other packages' ratios than this: the between-run spread is learned from all records.
+MIN_SPREAD_RATIOS = 10
+LEAVE_PACKAGE_OUT = True
+
+
+def round_noise_of(old: dict[tuple, Record], new: dict[tuple, Record],
+                   leave_out: str | None = None) -> stats.RoundNoise | None:
     """What varies between two runs without a change (the judge's prior, see stats.RoundNoise),
-    from the records ok in both."""
+    from the records ok in both; with `leave_out`, the between-run spread is learned from the
+    other packages' records only (see `round_noise_by_stratum`)."""
     pairs = [(old[k], new[k]) for k in _matched_keys(old, new)]
     if not pairs:
         return None
-    ratios = [math.log(stats.median(n.times) / stats.median(o.times)) for o, n in pairs]
+    others = [(o, n) for o, n in pairs if package_of(o) != leave_out]
+    spread_pairs = others if len(others) >= MIN_SPREAD_RATIOS else pairs
+    ratios = [math.log(stats.median(n.times) / stats.median(o.times)) for o, n in spread_pairs]
     sides = [min(len(rounds_of(o)), len(rounds_of(n))) for o, n in pairs]
     return stats.round_noise((rounds_of(r) for pair in pairs for r in pair), ratios,
                              float(np.median(sides)))
@@ -421,7 +444,11 @@ def round_noise_by_stratum(old: dict[tuple, Record], new: dict[tuple, Record]
         strata.setdefault(_stratum(old[key]), []).append(key)
     for stratum, keys in strata.items():
         if len(keys) >= MIN_STRATUM_RECORDS:
-            noise[stratum] = round_noise_of({k: old[k] for k in keys}, {k: new[k] for k in keys})
+            sub_old, sub_new = {k: old[k] for k in keys}, {k: new[k] for k in keys}
+            noise[stratum] = round_noise_of(sub_old, sub_new)
+            if LEAVE_PACKAGE_OUT:
+                for package in {package_of(old[k]) for k in keys}:
+                    noise[(*stratum, package)] = round_noise_of(sub_old, sub_new, package)
     return noise
 
 
@@ -558,7 +585,8 @@ def compare_records(old: Iterable[Record], new: Iterable[Record], threshold: flo
 
     def noise_of(key: tuple, found_in: dict[tuple | None, stats.RoundNoise | None]
                  ) -> stats.RoundNoise | None:
-        found = found_in.get(_stratum(old_by.get(key) or new_by[key]))
+        rec = old_by.get(key) or new_by[key]
+        found = found_in.get((*_stratum(rec), package_of(rec)), found_in.get(_stratum(rec)))
         return found if found is not None else found_in[None]
 
     def judged_at(level: float, median_level: float) -> list[Row]:

@@ -351,3 +351,57 @@ def test_the_median_only_note_is_held_to_the_medians_own_false_discovery_rate():
 def test_an_unknown_correction_is_refused():
     with pytest.raises(ValueError, match="unknown correction"):
         analysis.compare_records([], [], correction="bonferroni")
+
+
+def test_robust_spread_leaves_out_a_group_that_moved_together():
+    """70 ratios around 0 (sd 1 %) and 30 that moved by 10 %: the MAD of all of them doubles,
+    the spread that leaves out what lies beyond 3 spreads is the 70's own; without such a group
+    the two agree within a few per cent."""
+    rng = np.random.default_rng(2)
+    quiet = rng.normal(0.0, 0.01, 70)
+    moved = np.concatenate([quiet, rng.normal(0.095, 0.01, 30)])
+    plain = stats.robust_spread(moved, reject=np.inf)
+    assert plain > 1.5 * 0.01
+    assert stats.robust_spread(moved) == pytest.approx(0.01, rel=0.25)
+    assert stats.robust_spread(quiet) == pytest.approx(stats.robust_spread(quiet, np.inf),
+                                                       rel=0.05)
+    assert stats.robust_spread([0.0] * 20) == 0.0
+
+
+def _packaged(run: list[Record], package_of_index) -> list[Record]:
+    """The run's records, each its own case, measured by the variant `package_of_index` gives."""
+    return [dataclasses.replace(r, case=f"c{i}", variant=package_of_index(i))
+            for i, r in enumerate(run)]
+
+
+def test_a_package_slower_everywhere_is_found_although_it_is_half_the_records():
+    """torchlinops' two variants are about half of a quick run's records. Slowed by 10 %
+    together, their ratios are half of all: learned from every record, the between-run spread
+    takes their shift for noise and hides it. Each record's spread is learned from the other
+    packages' records instead, so the change is found, and nothing else is called."""
+    rng = np.random.default_rng(5)
+    truth = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), RECORDS))
+    names = ["torchlinops", "torchlinops-linop", "sigpy", "finufft"]
+
+    def variant(i: int) -> str:  # records 0-49 torchlinops, in two variants
+        return names[0] if i < 25 else names[1] if i < 50 else names[2 + i % 2]
+
+    a = _packaged(synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015), variant)
+    b = _packaged(synthetic_run(rng, truth, drift_sd=0.01, round_sd=0.015), variant)
+    b = [slowed(r, 1.10) if analysis.package_of(r) == "torchlinops" else r for r in b]
+
+    def found() -> tuple[int, int]:
+        rows, _ = analysis.compare_records(a, b)
+        called = [r for r in rows if r.verdict != analysis.SAME]
+        inside = sum(analysis.package_of(r) == "torchlinops" and r.verdict == analysis.SLOWER
+                     for r in called)
+        return inside, len(called) - inside
+
+    hits, others = found()
+    assert hits >= 45 and others == 0
+    saved = analysis.LEAVE_PACKAGE_OUT
+    analysis.LEAVE_PACKAGE_OUT = False
+    try:
+        assert found()[0] <= 10  # the spread of all records: the change counts as noise
+    finally:
+        analysis.LEAVE_PACKAGE_OUT = saved

@@ -20,7 +20,13 @@ gives (`analysis.compare_records`, the 5 % threshold kept), against:
   `reproducibility.py` makes; the hardest case for a correction, which then has the whole
   family's error to spend on one record);
 - one slowed library: all records of one variant slowed by 10 % together, in turn for each
-  variant (a regression in one library, the case a user of `compare` meets).
+  variant (a regression in one library, the case a user of `compare` meets);
+- one slowed package: all records of the variants of one package (torchlinops' functional API
+  and its linop objects) slowed together, about a third of a quick run's records.
+
+`--plain-spread` estimates the between-run spread as `compare` did before 2026-12-07 19:00 (the
+MAD of all records' ratios) instead of `stats.robust_spread`, which leaves out a group of ratios
+that lies beyond 3 spreads (a library that changed everywhere).
 
 It measures nothing itself: it reads the runs.
 
@@ -30,6 +36,7 @@ It measures nothing itself: it reads the runs.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_suite import analysis
+from bench_suite import analysis, stats
 from bench_suite.results import Record, ResultsError, RunMetadata, load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,6 +128,8 @@ class Tally:
     library_found: int = 0
     library_tried: int = 0
     library_alarms: int = 0  # records of other variants called changed while one was slowed
+    package_found: int = 0
+    package_tried: int = 0
     # one slowed record, by thread count: [found, tried]
     one_by_threads: dict[int, list[int]] = field(default_factory=dict)
 
@@ -131,6 +140,20 @@ def _ok_records(run_dir: Path) -> tuple[dict[tuple, Record], tuple[RunMetadata, 
     except ResultsError as e:
         sys.exit(f"multiple_testing: {e}")
     return {r.key(): r for r in records if r.status == "ok" and r.times}, (meta, records)
+
+
+def _packages(records: list[Record]) -> dict[str, set[str]]:
+    """Packages measured through several variants (`torchlinops` and `torchlinops-linop`)."""
+    found: dict[str, set[str]] = {}
+    for r in records:
+        found.setdefault(r.variant.split("-")[0], set()).add(r.variant)
+    return {p: v for p, v in found.items() if len(v) > 1}
+
+
+def _with_slowed(old: list[Record], new: list[Record], hit: np.ndarray, machine: float | None
+                 ) -> dict[str, np.ndarray]:
+    slowed = [with_slowdown(r, 1 + SLOWDOWN) if h else r for r, h in zip(new, hit, strict=True)]
+    return verdicts(old, slowed, machine)
 
 
 def study(folder: Path, tallies: dict[str, Tally]) -> None:
@@ -154,33 +177,52 @@ def study(folder: Path, tallies: dict[str, Tally]) -> None:
             by[1] += 1
     for variant in sorted({r.variant for r in new}):
         hit = np.array([r.variant == variant for r in new])
-        slowed = [with_slowdown(r, 1 + SLOWDOWN) if h else r for r, h in zip(new, hit, strict=True)]
-        for name, v in verdicts(old, slowed, machine).items():
+        for name, v in _with_slowed(old, new, hit, machine).items():
             t = tallies[name]
             t.library_tried += int(hit.sum())
             t.library_found += int(np.count_nonzero(v[hit] == 1))
             t.library_alarms += int(np.count_nonzero(v[~hit]))
+    for variants in _packages(new).values():
+        hit = np.array([r.variant in variants for r in new])
+        for name, v in _with_slowed(old, new, hit, machine).items():
+            tallies[name].package_tried += int(hit.sum())
+            tallies[name].package_found += int(np.count_nonzero(v[hit] == 1))
     print(f"  {folder}: {len(keys)} records", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
+    parser.add_argument("--all-packages", action="store_true",
+                        help="learn each record's between-run spread from every record, its own "
+                             "package's too")
+    parser.add_argument("--plain-spread", action="store_true",
+                        help="the between-run spread as the MAD of all ratios (compare before "
+                             "2026-12-07 19:00)")
     args = parser.parse_args(argv)
     if not args.pairs:
         parser.error("name at least one folder holding an A/A pair")
     tallies = {name: Tally() for name in RULES}
-    for folder in args.pairs:
-        study(folder, tallies)
+    saved = stats.REJECT_SPREADS, analysis.LEAVE_PACKAGE_OUT
+    stats.REJECT_SPREADS = math.inf if args.plain_spread else saved[0]
+    analysis.LEAVE_PACKAGE_OUT = saved[1] and not args.all_packages
+    try:
+        for folder in args.pairs:
+            study(folder, tallies)
+    finally:
+        stats.REJECT_SPREADS, analysis.LEAVE_PACKAGE_OUT = saved
     width = max(map(len, RULES)) + 2
     print(f"{len(args.pairs)} A/A pairs; every rule keeps compare's test and its 5 % threshold, "
-          f"and judges the fast level unless it says medians")
+          f"and judges the fast level unless it says medians; the between-run spread: "
+          f"{'the MAD of all ratios' if args.plain_spread else 'stats.robust_spread'}")
     print(f"{'rule':<{width}}{'false alarms':>14}{'pairs with one':>16}"
-          f"{'one slowed: found':>20}{'a library slowed: found':>26}{'others called':>15}")
+          f"{'one slowed: found':>20}{'a library slowed: found':>26}{'others called':>15}"
+          f"{'a package slowed: found':>26}")
     for name, t in tallies.items():
         print(f"{name:<{width}}{t.alarms:>14}{f'{t.pairs_with_alarm} of {t.pairs}':>16}"
               f"{f'{t.one_found} of {t.one_tried}':>20}"
-              f"{f'{t.library_found} of {t.library_tried}':>26}{t.library_alarms:>15}")
+              f"{f'{t.library_found} of {t.library_tried}':>26}{t.library_alarms:>15}"
+              f"{f'{t.package_found} of {t.package_tried}':>26}")
     print()
     print("one slowed record found, by thread count")
     for name, t in tallies.items():
