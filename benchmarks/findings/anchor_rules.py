@@ -201,7 +201,8 @@ def judge_pair(rule: RunRule, old: list[Record], new: list[Record], machine: flo
                  sum(f and a for f, a in zip(found, agreeing, strict=True)), sum(agreeing))
 
 
-def _ok_records(run_dir: Path) -> tuple[dict[tuple, Record], tuple[RunMetadata, list[Record]]]:
+def ok_records_and_run(run_dir: Path
+                       ) -> tuple[dict[tuple, Record], tuple[RunMetadata, list[Record]]]:
     """The run's ok records by key, and the run as `load_run` gives it (read once)."""
     try:
         meta, records = load_run(run_dir)
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name at least one folder holding an A/A pair")
     cells: dict[str, list[Tally]] = {name: [] for name in RULES}
     for folder in args.pairs:
-        (a, run_a), (b, run_b) = map(_ok_records, pair_in(folder))
+        (a, run_a), (b, run_b) = map(ok_records_and_run, pair_in(folder))
         keys = [k for k in a if k in b]
         machine = analysis.machine_ratio(run_a, run_b)
         for name, rule in RULES.items():

@@ -45,10 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from bench_suite import analysis, stats
-from bench_suite.results import Record, ResultsError, RunMetadata, load_run
+from bench_suite.results import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from anchor_rules import ok_records_and_run  # noqa: E402
 from estimators import pair_in  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
@@ -134,14 +135,6 @@ class Tally:
     one_by_threads: dict[int, list[int]] = field(default_factory=dict)
 
 
-def _ok_records(run_dir: Path) -> tuple[dict[tuple, Record], tuple[RunMetadata, list[Record]]]:
-    try:
-        meta, records = load_run(run_dir)
-    except ResultsError as e:
-        sys.exit(f"multiple_testing: {e}")
-    return {r.key(): r for r in records if r.status == "ok" and r.times}, (meta, records)
-
-
 def _packages(records: list[Record]) -> dict[str, set[str]]:
     """Packages measured through several variants (`torchlinops` and `torchlinops-linop`)."""
     found: dict[str, set[str]] = {}
@@ -157,7 +150,7 @@ def _with_slowed(old: list[Record], new: list[Record], hit: np.ndarray, machine:
 
 
 def study(folder: Path, tallies: dict[str, Tally]) -> None:
-    (a, run_a), (b, run_b) = map(_ok_records, pair_in(folder))
+    (a, run_a), (b, run_b) = map(ok_records_and_run, pair_in(folder))
     keys = [k for k in a if k in b]
     old, new = [a[k] for k in keys], [b[k] for k in keys]
     machine = analysis.machine_ratio(run_a, run_b)
