@@ -424,8 +424,17 @@ def round_noise_of(old: dict[tuple, Record], new: dict[tuple, Record],
 MIN_STRATUM_RECORDS = 20
 
 
+STRATUM_FIELDS = ("machine", "device", "num_threads")  # records whose noise is estimated apart
+
+
 def _stratum(rec: Record) -> tuple:
-    return (rec.machine, rec.device, rec.num_threads)
+    return tuple(getattr(rec, field) for field in STRATUM_FIELDS)
+
+
+def names_a_package(noise_key: tuple | None) -> bool:
+    """Whether a key of `round_noise_by_stratum` is a stratum with one package left out (the
+    estimate that package's records are judged against) rather than a stratum or the pool."""
+    return noise_key is not None and len(noise_key) > len(STRATUM_FIELDS)
 
 
 def round_noise_by_stratum(old: dict[tuple, Record], new: dict[tuple, Record]
