@@ -34,6 +34,7 @@ from bench_suite.analysis import (
     Row,
     can_reach,
     compare_records,
+    library_geometric_means,
     machine_ratio,
 )
 from bench_suite.formatting import format_change, format_time, md_escape, time_unit
@@ -70,6 +71,7 @@ def compare_runs(old_dir: Path, new_dir: Path, threshold: float = 0.05,
     return Comparison(
         old_run=old_meta.run_id, new_run=new_meta.run_id,
         threshold=threshold, alpha=alpha, rows=rows, geomeans=geomeans,
+        library_geomeans=library_geometric_means(rows),
         old_sha=old_meta.git_sha, new_sha=new_meta.git_sha, machine_ratio=machine,
         environment_changes=environment_changes(old_meta, new_meta), judged_on=judged_on,
         correction=correction,
@@ -166,6 +168,28 @@ def _groups(cmp: Comparison) -> list[tuple[str, str, list[Row], GeoMean | None]]
     for r in cmp.rows:
         out.setdefault((r.machine, r.device), []).append(r)
     return [(m, d, rows, gm.get((m, d))) for (m, d), rows in out.items()]
+
+
+def _by_library(cmp: Comparison, machine: str, device: str) -> list[GeoMean]:
+    """The group's per-library geometric means; none where it has a single library."""
+    found = [g for g in cmp.library_geomeans if (g.machine, g.device) == (machine, device)]
+    return found if len(found) > 1 else []
+
+
+def library_lines(means: Sequence[GeoMean]) -> list[str]:
+    """One aligned line per library: its geometric mean of new/old, interval and pair count."""
+    if not means:
+        return []
+    width = max(len(g.variant or "") for g in means)
+    lines = ["  per library, with the 95 % interval of its mean over its pairs (a change to one "
+             "library, or to a dependency several share, moves theirs apart from the others'; "
+             "a shift they all share is the machine's):"]
+    for g in means:
+        interval = (f"{g.low:.3f}–{g.high:.3f}x" if g.low is not None and g.high is not None
+                    else "no interval (one pair)")
+        lines.append(f"    {(g.variant or '').ljust(width)}  {format_change(g.ratio)}  "
+                     f"{interval}  {g.count} pair(s)")
+    return lines
 
 
 def _header_line(cmp: Comparison) -> str:
@@ -295,6 +319,7 @@ def format_table(cmp: Comparison, color: bool = False) -> str:
         if gm is not None:
             lines.append(paint(f"geometric mean of new/old over {gm.count} pair(s) ok in both: "
                                f"{format_change(gm.ratio)}", "geomean"))
+        lines += library_lines(_by_library(cmp, machine, device))
         lines.append("")
     lines.append(_summary(cmp))
     return "\n".join(lines) + "\n"
@@ -319,6 +344,13 @@ def format_markdown(cmp: Comparison) -> str:
             cells = [""] * len(HEADERS)
             cells[0] = f"**geometric mean** ({gm.count} pairs)"
             cells[HEADERS.index("new/old")] = f"**{format_change(gm.ratio)}**"
+            lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
+        for lib in _by_library(cmp, machine, device):
+            cells = [""] * len(HEADERS)
+            cells[0] = f"geometric mean, {md_escape(lib.variant or '')} ({lib.count} pairs)"
+            cells[HEADERS.index("new/old")] = format_change(lib.ratio) + (
+                f", 95 %: {lib.low:.3f}–{lib.high:.3f}x" if lib.low is not None
+                and lib.high is not None else "")
             lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
         lines.append("")
     lines.append(_summary(cmp))

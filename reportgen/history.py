@@ -29,6 +29,7 @@ from bench_suite.analysis import (  # noqa: E402
     GeoMean,
     Row,
     compare_records,
+    library_geometric_means,
     machine_ratio,
 )
 from bench_suite.compare import (  # noqa: E402
@@ -74,6 +75,7 @@ class Group:
     change_verdicts: list[str] = field(default_factory=list)
     unchanged: int = 0
     geomean: GeoMean | None = None
+    library_means: list[GeoMean] = field(default_factory=list)  # per library, with intervals
     environment: list[str] = field(default_factory=list)  # worker settings the two differ in
     machine_ratio: float | None = None  # the latest two runs' (analysis.machine_ratio)
     # How large a change they could show, a paragraph a line (compare.detectable_note).
@@ -164,6 +166,7 @@ def latest_changes(group: Group, threshold: float, alpha: float) -> None:
     group.detectable = (detectable_note(rows, threshold) or "").splitlines()
     group.median_only = [line.strip() for line in (median_only_note(rows) or "").splitlines()]
     group.geomean = geomeans[0] if geomeans else None
+    group.library_means = library_geometric_means(rows)
     group.environment = environment_changes(group.runs[-2].meta, group.runs[-1].meta)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -501,3 +502,45 @@ def test_an_unknown_correction_exits_2(two_runs, capsys):
         main([*map(str, two_runs), "--correction", "bonferroni"])
     assert stop.value.code == 2
     assert "--correction" in capsys.readouterr().err
+
+
+def test_library_geometric_means_show_a_library_slowed_everywhere(tmp_path, capsys):
+    """Every torchlinops record 10 % slower, sigpy's unchanged: torchlinops' mean is 1.10x with
+    an interval above 1, sigpy's interval holds 1; text, markdown and JSON all carry them."""
+    cases = ["nufft2d", "nufft3d", "interp2d", "interp3d", "blocks3d", "blocks2d"]
+    old, new = [], []
+    for i, case in enumerate(cases):
+        for variant, factor in (("torchlinops", 1.10), ("sigpy", 1.0)):
+            truth = 1e-3 * (1 + 0.3 * i)
+            drift = 1 + 0.01 * (-1) ** i  # records of one run scatter by 1 %
+            old.append(make_record(case, variant, median=truth, seed=i))
+            new.append(make_record(case, variant, median=truth * factor * drift, seed=50 + i))
+    old_dir, new_dir = write_run(tmp_path, old), write_run(tmp_path, new, sha="1234567abc")
+    cmp = compare_runs(old_dir, new_dir)
+    means = {g.variant: g for g in cmp.library_geomeans}
+    assert set(means) == {"torchlinops", "sigpy"}
+    slow, same = means["torchlinops"], means["sigpy"]
+    assert slow.count == same.count == len(cases)
+    assert slow.ratio == pytest.approx(1.10, rel=0.01) and 1.0 < slow.low < 1.10 < slow.high
+    assert same.low < 1.0 < same.high
+    assert main([str(old_dir), str(new_dir)]) == 0
+    text = capsys.readouterr().out
+    assert "per library, with the 95 % interval" in text
+    assert re.search(r"torchlinops\s+1\.1\d\dx \(\+\d+\.\d%\)\s+1\.\d{3}–1\.\d{3}x\s+6 pair", text)
+    assert main([str(old_dir), str(new_dir), "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("| case |"))
+    row = next(line for line in lines if "geometric mean, torchlinops (6 pairs)" in line)
+    assert header.count("|") == row.count("|")
+    assert "95 %: 1." in row.split("|")[header.split("|").index(" new/old ")]
+    assert main([str(old_dir), str(new_dir), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {g["variant"] for g in data["library_geomeans"]} == {"torchlinops", "sigpy"}
+
+
+def test_one_library_gets_no_per_library_lines(tmp_path, capsys):
+    old = [make_record(case, "sigpy", seed=i) for i, case in enumerate(["nufft2d", "nufft3d"])]
+    new = [make_record(case, "sigpy", seed=9 + i) for i, case in enumerate(["nufft2d", "nufft3d"])]
+    old_dir, new_dir = write_run(tmp_path, old), write_run(tmp_path, new, sha="1234567abc")
+    assert main([str(old_dir), str(new_dir)]) == 0
+    assert "per library" not in capsys.readouterr().out

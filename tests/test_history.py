@@ -311,3 +311,30 @@ def test_latest_changes_name_a_record_whose_median_alone_moved(tmp_path):
     assert len(rows) == 1 and "| v1 |" in rows[0] and "**slower**" in rows[0]
     note = next(i for i, line in enumerate(lines) if "whose median changed while" in line)
     assert lines[note + 2].startswith("- c/forward/small/v0 [cpu, 1 thread(s), m]: median slower")
+
+
+def test_latest_changes_give_each_librarys_geometric_mean_with_its_interval(tmp_path):
+    """Two libraries, three cases each; the newer run has every torchlinops record 30 % slower:
+    the table gives torchlinops 1.3x with an interval and sigpy about 1x. One library alone
+    gets no table."""
+    res, docs = tmp_path / "results", tmp_path / "docs"
+    cases = ["nufft2d", "nufft3d", "interp2d"]
+    for day, factor in ((1, 1.0), (2, 1.3)):
+        write_run(res, day, [record(v, 1e-3 * (f if v == "torchlinops" else 1), 10 * day + i,
+                                    case=c)
+                             for i, c in enumerate(cases) for v, f in
+                             (("torchlinops", factor), ("sigpy", 1.0))])
+    text = write_history_page(res, docs).read_text()
+    assert "| library | geometric mean of new/old | its 95 % interval | measurements |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| torchlinops |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1].startswith("1.3") and cells[1].endswith("x") and cells[3] == "3"
+    low, high = (float(v) for v in cells[2].rstrip("x").split("–"))
+    assert 1.2 < low < 1.3 < high < 1.4
+    sigpy = next(line for line in text.splitlines() if line.startswith("| sigpy |"))
+    assert "| 3 |" in sigpy
+
+    only, docs2 = tmp_path / "only", tmp_path / "docs2"
+    for day in (1, 2):
+        write_run(only, day, [record("sigpy", 1e-3, day)])
+    assert "| library |" not in write_history_page(only, docs2).read_text()

@@ -8,7 +8,7 @@ from script_module import load_script
 from test_reproducibility import store
 from test_round_rule import slowed, synthetic_run
 
-from bench_suite import analysis
+from bench_suite import analysis, results, runner, stats
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,50 @@ def test_pairs_are_read_and_tallied(tmp_path, multiple_testing, capsys):
     compare_now = next(s for s in out.splitlines() if s.startswith("Benjamini-Hochberg, q 0.05"))
     # quiet runs: no alarm, every single slowdown and every slowed library (here one record
     # each) found, no other record called changed; no package has two variants here
-    assert compare_now.split()[-14:] == ["0", "0", "of", "1", "20", "of", "20", "20", "of", "20",
-                                         "0", "0", "of", "0"]
+    assert compare_now.split()[-18:] == ["0", "0", "of", "1", "20", "of", "20", "20", "of", "20",
+                                         "0", "0", "of", "0", "0", "of", "0", "0"]
+
+
+def test_torch_slowed_reads_the_backends_from_the_runs_catalogue(tmp_path, multiple_testing,
+                                                                 capsys):
+    """The scenario slows the records whose variant the run's catalogue puts on torch: here
+    half of them, two packages of five records each; quiet runs find them all."""
+    rng = np.random.default_rng(7)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 20))
+    packages = ["tl", "tl-linop", "tkb", "np", "np-fast"]
+    catalogue = {"variants": [{"id": p, "backend": {"cpu": "torch" if p.startswith("t") else
+                                                     "numpy"}} for p in packages]}
+    for _ in range(2):
+        records = synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004)
+        for i, rec in enumerate(records):
+            rec.variant, rec.case = (packages[i % 5], f"c{i // 5}") if i < 10 else (f"np-{i}", "c")
+        writer = results.RunWriter.create(tmp_path / "pair", {"git_sha": "abc1234",
+                                                             "catalogue": catalogue})
+        for rec in records:
+            runner.fill_summary(rec)
+            writer.add(rec)
+        writer.flush()
+    assert multiple_testing.backends_of(results.load_run(writer.run_dir)[0]) == {
+        ("tl", "cpu"): "torch", ("tl-linop", "cpu"): "torch", ("tkb", "cpu"): "torch",
+        ("np", "cpu"): "numpy", ("np-fast", "cpu"): "numpy"}
+    assert multiple_testing.main([str(tmp_path / "pair")]) == 0
+    compare_now = next(s for s in capsys.readouterr().out.splitlines()
+                       if s.startswith("Benjamini-Hochberg, q 0.05"))
+    assert compare_now.split()[-4:] == ["6", "of", "6", "0"]
+
+
+def test_centring_packages_keeps_a_packages_shared_shift_out_of_the_spread():
+    """Half the ratios shifted together by 0.1 double the spread of ratios of sd 0.02 and
+    make it larger than the shift; around each package's own median it stays near 0.02."""
+    rng = np.random.default_rng(2)
+    ratios = np.concatenate([rng.normal(0, 0.02, 60), rng.normal(0.1, 0.02, 60)])
+    packages = ["a"] * 60 + ["b"] * 60
+    assert stats.robust_spread(ratios) > 0.05
+    centred = analysis._centred_by_package(ratios, packages)
+    assert 0.015 < stats.robust_spread(centred) < 0.025
+    # a package of fewer than MIN_PACKAGE_RATIOS ratios stays around the median of all
+    few = analysis._centred_by_package([0.0, 0.0, 0.0, 0.0, 0.3], ["a"] * 4 + ["b"])
+    assert few == pytest.approx([0.0, 0.0, 0.0, 0.0, 0.3])
 
 
 def test_no_folder_is_a_usage_error(multiple_testing, capsys):

@@ -22,7 +22,13 @@ gives (`analysis.compare_records`, the 5 % threshold kept), against:
 - one slowed library: all records of one variant slowed by 10 % together, in turn for each
   variant (a regression in one library, the case a user of `compare` meets);
 - one slowed package: all records of the variants of one package (torchlinops' functional API
-  and its linop objects) slowed together, about a third of a quick run's records.
+  and its linop objects) slowed together, about a third of a quick run's records;
+- torch slowed: every record of a library whose arrays are torch's (torchlinops' two variants
+  and torchkbnufft, as the run's catalogue says), as a torch release could: more than half of a
+  quick run's records, in two packages, so leaving one package out of the spread is not enough.
+
+`--centre-packages` takes each package's ratios around their own median before the spread is
+estimated (`analysis.CENTRE_PACKAGES`), so that no package's shared shift counts as noise.
 
 `--plain-spread` estimates the between-run spread as `compare` did before 2026-12-07 19:00 (the
 MAD of all records' ratios) instead of `stats.robust_spread`, which leaves out a group of ratios
@@ -45,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_suite import analysis, stats
-from bench_suite.results import Record
+from bench_suite.results import Record, RunMetadata
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
@@ -54,6 +60,7 @@ from estimators import pair_in  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
 SLOWDOWN = 0.10
+SLOWED_BACKEND = "torch"  # a release of it slows every library built on it at once
 THRESHOLD = 0.05
 
 
@@ -131,6 +138,9 @@ class Tally:
     library_alarms: int = 0  # records of other variants called changed while one was slowed
     package_found: int = 0
     package_tried: int = 0
+    backend_found: int = 0
+    backend_tried: int = 0
+    backend_alarms: int = 0  # records on another backend called changed while torch's were slowed
     # one slowed record, by thread count: [found, tried]
     one_by_threads: dict[int, list[int]] = field(default_factory=dict)
 
@@ -141,6 +151,13 @@ def _packages(records: list[Record]) -> dict[str, set[str]]:
     for r in records:
         found.setdefault(r.variant.split("-")[0], set()).add(r.variant)
     return {p: v for p, v in found.items() if len(v) > 1}
+
+
+def backends_of(run: RunMetadata) -> dict[tuple[str, str], str]:
+    """(variant, device) -> array backend, from the catalogue the run stored."""
+    variants = (run.catalogue or {}).get("variants", [])
+    return {(v["id"], device): backend for v in variants
+            for device, backend in v.get("backend", {}).items()}
 
 
 def _with_slowed(old: list[Record], new: list[Record], hit: np.ndarray, machine: float | None
@@ -180,6 +197,13 @@ def study(folder: Path, tallies: dict[str, Tally]) -> None:
         for name, v in _with_slowed(old, new, hit, machine).items():
             tallies[name].package_tried += int(hit.sum())
             tallies[name].package_found += int(np.count_nonzero(v[hit] == 1))
+    on_backend = backends_of(run_b[0])
+    hit = np.array([on_backend.get((r.variant, r.device)) == SLOWED_BACKEND for r in new])
+    for name, v in _with_slowed(old, new, hit, machine).items():
+        t = tallies[name]
+        t.backend_tried += int(hit.sum())
+        t.backend_found += int(np.count_nonzero(v[hit] == 1))
+        t.backend_alarms += int(np.count_nonzero(v[~hit]))
     print(f"  {folder}: {len(keys)} records", file=sys.stderr)
 
 
@@ -189,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-packages", action="store_true",
                         help="learn each record's between-run spread from every record, its own "
                              "package's too")
+    parser.add_argument("--centre-packages", action="store_true",
+                        help="take each package's ratios around their own median before "
+                             "estimating the between-run spread")
     parser.add_argument("--plain-spread", action="store_true",
                         help="the between-run spread as the MAD of all ratios (compare before "
                              "2026-12-07 19:00)")
@@ -196,26 +223,33 @@ def main(argv: list[str] | None = None) -> int:
     if not args.pairs:
         parser.error("name at least one folder holding an A/A pair")
     tallies = {name: Tally() for name in RULES}
-    saved = stats.REJECT_SPREADS, analysis.LEAVE_PACKAGE_OUT
+    saved = stats.REJECT_SPREADS, analysis.LEAVE_PACKAGE_OUT, analysis.CENTRE_PACKAGES
     stats.REJECT_SPREADS = math.inf if args.plain_spread else saved[0]
     analysis.LEAVE_PACKAGE_OUT = saved[1] and not args.all_packages
+    analysis.CENTRE_PACKAGES = saved[2] or args.centre_packages
     try:
         for folder in args.pairs:
             study(folder, tallies)
     finally:
-        stats.REJECT_SPREADS, analysis.LEAVE_PACKAGE_OUT = saved
+        stats.REJECT_SPREADS, analysis.LEAVE_PACKAGE_OUT, analysis.CENTRE_PACKAGES = saved
     width = max(map(len, RULES)) + 2
+    spread = "the MAD of" if args.plain_spread else "stats.robust_spread of"
+    whose = ("all records' ratios" if args.all_packages else
+             "the other packages' ratios")
+    centred = ", each package's around its own median" if args.centre_packages else ""
     print(f"{len(args.pairs)} A/A pairs; every rule keeps compare's test and its 5 % threshold, "
           f"and judges the fast level unless it says medians; the between-run spread: "
-          f"{'the MAD of all ratios' if args.plain_spread else 'stats.robust_spread'}")
+          f"{spread} {whose}{centred}")
     print(f"{'rule':<{width}}{'false alarms':>14}{'pairs with one':>16}"
           f"{'one slowed: found':>20}{'a library slowed: found':>26}{'others called':>15}"
-          f"{'a package slowed: found':>26}")
+          f"{'a package slowed: found':>26}{f'{SLOWED_BACKEND} slowed: found':>22}"
+          f"{'others called':>15}")
     for name, t in tallies.items():
         print(f"{name:<{width}}{t.alarms:>14}{f'{t.pairs_with_alarm} of {t.pairs}':>16}"
               f"{f'{t.one_found} of {t.one_tried}':>20}"
               f"{f'{t.library_found} of {t.library_tried}':>26}{t.library_alarms:>15}"
-              f"{f'{t.package_found} of {t.package_tried}':>26}")
+              f"{f'{t.package_found} of {t.package_tried}':>26}"
+              f"{f'{t.backend_found} of {t.backend_tried}':>22}{t.backend_alarms:>15}")
     print()
     print("one slowed record found, by thread count")
     for name, t in tallies.items():
