@@ -566,19 +566,24 @@ def compare_pair(old: Record | None, new: Record | None, threshold: float, alpha
     )
 
 
+def _comparable(row: Row) -> bool:
+    """Whether a row's new/old counts in a geometric mean: both runs ok, a positive ratio."""
+    return row.ratio is not None and row.ratio > 0 and row.old_status == row.new_status == "ok"
+
+
 def geometric_means(rows: Iterable[Row]) -> list[GeoMean]:
     """Per machine and device, the geometric mean of new/old over pairs ok in both runs."""
     ratios: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        if r.ratio is not None and r.ratio > 0 and r.old_status == r.new_status == "ok":
+        if _comparable(r):
             ratios.setdefault((r.machine, r.device), []).append(r.ratio)
     return [GeoMean(m, d, geometric_mean(v), len(v)) for (m, d), v in sorted(ratios.items())]
 
 
-def library_geometric_means(rows: Iterable[Row], level: float = stats.CI_LEVEL
-                            ) -> list[GeoMean]:
+def library_geometric_means(rows: Iterable[Row], level: float | None = None) -> list[GeoMean]:
     """Per machine, device and library, the geometric mean of new/old over its pairs ok in both
-    runs, with a Student-t interval from the scatter of their log ratios (none for one pair).
+    runs, with a Student-t interval (at `level`, default stats.CI_LEVEL) from the scatter of their
+    log ratios (none for one pair).
 
     Why: a change that slows every library built on one dependency (a torch release slows
     torchlinops and torchkbnufft) changes more than half the records, which the between-run
@@ -587,9 +592,10 @@ def library_geometric_means(rows: Iterable[Row], level: float = stats.CI_LEVEL
     """
     from scipy.special import stdtrit
 
+    level = stats.CI_LEVEL if level is None else level
     logs: dict[tuple[str, str, str], list[float]] = {}
     for r in rows:
-        if r.ratio is not None and r.ratio > 0 and r.old_status == r.new_status == "ok":
+        if _comparable(r):
             logs.setdefault((r.machine, r.device, r.variant), []).append(math.log(r.ratio))
     out = []
     for (machine, device, variant), values in sorted(logs.items()):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench_suite import stats
 from bench_suite.analysis import (
     CORRECTIONS,
     DEFAULT_ALPHA,
@@ -176,19 +177,24 @@ def _by_library(cmp: Comparison, machine: str, device: str) -> list[GeoMean]:
     return found if len(found) > 1 else []
 
 
-def library_lines(means: Sequence[GeoMean]) -> list[str]:
+def _interval(mean: GeoMean) -> str | None:
+    """A library mean's interval as `0.950–1.050x`; None without one (a single pair)."""
+    if mean.low is None or mean.high is None:
+        return None
+    return f"{mean.low:.3f}–{mean.high:.3f}x"
+
+
+def _library_lines(means: Sequence[GeoMean]) -> list[str]:
     """One aligned line per library: its geometric mean of new/old, interval and pair count."""
     if not means:
         return []
     width = max(len(g.variant or "") for g in means)
-    lines = ["  per library, with the 95 % interval of its mean over its pairs (a change to one "
-             "library, or to a dependency several share, moves theirs apart from the others'; "
-             "a shift they all share is the machine's):"]
+    lines = [f"  per library, with the {stats.CI_LEVEL * 100:g} % interval of its mean over its "
+             "pairs (a change to one library, or to a dependency several share, moves theirs "
+             "apart from the others'; a shift they all share is the machine's):"]
     for g in means:
-        interval = (f"{g.low:.3f}–{g.high:.3f}x" if g.low is not None and g.high is not None
-                    else "no interval (one pair)")
         lines.append(f"    {(g.variant or '').ljust(width)}  {format_change(g.ratio)}  "
-                     f"{interval}  {g.count} pair(s)")
+                     f"{_interval(g) or 'no interval (one pair)'}  {g.count} pair(s)")
     return lines
 
 
@@ -319,7 +325,7 @@ def format_table(cmp: Comparison, color: bool = False) -> str:
         if gm is not None:
             lines.append(paint(f"geometric mean of new/old over {gm.count} pair(s) ok in both: "
                                f"{format_change(gm.ratio)}", "geomean"))
-        lines += library_lines(_by_library(cmp, machine, device))
+        lines += _library_lines(_by_library(cmp, machine, device))
         lines.append("")
     lines.append(_summary(cmp))
     return "\n".join(lines) + "\n"
@@ -348,9 +354,9 @@ def format_markdown(cmp: Comparison) -> str:
         for lib in _by_library(cmp, machine, device):
             cells = [""] * len(HEADERS)
             cells[0] = f"geometric mean, {md_escape(lib.variant or '')} ({lib.count} pairs)"
+            interval = _interval(lib)
             cells[HEADERS.index("new/old")] = format_change(lib.ratio) + (
-                f", 95 %: {lib.low:.3f}–{lib.high:.3f}x" if lib.low is not None
-                and lib.high is not None else "")
+                f", {stats.CI_LEVEL * 100:g} %: {interval}" if interval else "")
             lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
         lines.append("")
     lines.append(_summary(cmp))

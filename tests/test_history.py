@@ -325,7 +325,7 @@ def test_latest_changes_give_each_librarys_geometric_mean_with_its_interval(tmp_
                              for i, c in enumerate(cases) for v, f in
                              (("torchlinops", factor), ("sigpy", 1.0))])
     text = write_history_page(res, docs).read_text()
-    assert "| library | geometric mean of new/old | its 95 % interval | measurements |" in text
+    assert "| library | geometric mean of new/old | its 95% interval | measurements |" in text
     row = next(line for line in text.splitlines() if line.startswith("| torchlinops |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1].startswith("1.3") and cells[1].endswith("x") and cells[3] == "3"
