@@ -190,8 +190,9 @@ def _library_lines(means: Sequence[GeoMean]) -> list[str]:
         return []
     width = max(len(g.variant or "") for g in means)
     lines = [f"  per library, with the {stats.CI_LEVEL * 100:g} % interval of its mean over its "
-             "pairs (a change to one library, or to a dependency several share, moves theirs "
-             "apart from the others'; a shift they all share is the machine's):"]
+             "pairs (libraries moving apart may be a change to them or to a dependency they "
+             "share, which the verdicts took for noise, or the runs: with nothing changed, up "
+             "to 9 % apart on this project's A/A pairs; all moving together is the machine):"]
     for g in means:
         lines.append(f"    {(g.variant or '').ljust(width)}  {format_change(g.ratio)}  "
                      f"{_interval(g) or 'no interval (one pair)'}  {g.count} pair(s)")

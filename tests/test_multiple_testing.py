@@ -101,3 +101,35 @@ def test_no_folder_is_a_usage_error(multiple_testing, capsys):
         multiple_testing.main([])
     assert stop.value.code == 2
     assert "name at least one folder" in capsys.readouterr().err
+
+
+def test_library_means_script_counts_intervals_that_miss_the_others(tmp_path, capsys):
+    """Three libraries, four records each, the second run a copy of the first: no interval
+    misses the others' mean, and with torch's library slowed by 10 % its interval lies above
+    theirs. With one library's records 5 % slower in the second run, its interval misses."""
+    library_means = load_script("benchmarks/findings/library_means.py")
+    rng = np.random.default_rng(11)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 12))
+    catalogue = {"variants": [{"id": v, "backend": {"cpu": b}} for v, b in
+                              (("tl", "torch"), ("np", "numpy"), ("fi", "numpy"))]}
+    records = synthetic_run(rng, truth, drift_sd=0.003, round_sd=0.004)
+    for i, rec in enumerate(records):
+        rec.variant, rec.case = ("tl", "np", "fi")[i % 3], f"c{i // 3}"
+
+    def pair(folder: str, fi_factor: float) -> str:
+        for run in (records, [slowed(r, fi_factor) if r.variant == "fi" else r
+                              for r in records]):
+            writer = results.RunWriter.create(tmp_path / folder, {"git_sha": "abc1234",
+                                                                 "catalogue": catalogue})
+            for rec in run:
+                runner.fill_summary(rec)
+                writer.add(rec)
+            writer.flush()
+        return str(tmp_path / folder)
+
+    assert library_means.main([pair("same", 1.0)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing changed: 0 of 3 library intervals miss" in out
+    assert "slowed by 10%: 1 of 1 such intervals lie above" in out
+    assert library_means.main([pair("fi-slow", 1.05)]) == 0
+    assert "fi 1.050x (1.050-1.050x), the others 1.000x" in capsys.readouterr().out
