@@ -211,6 +211,25 @@ def ok_records_and_run(run_dir: Path
     return {r.key(): r for r in records if r.status == "ok" and r.times}, (meta, records)
 
 
+@dataclass
+class MatchedPair:
+    """An A/A pair's records ok in both runs, in the same order, and what compare needs beside
+    them: the runs' `analysis.machine_ratio` and the second run's metadata (its catalogue)."""
+
+    old: list[Record]
+    new: list[Record]
+    machine: float | None
+    new_meta: RunMetadata
+
+
+def matched_pair(folder: Path) -> MatchedPair:
+    """The A/A pair a folder holds (`pair_in`), each run read once."""
+    (a, run_a), (b, run_b) = map(ok_records_and_run, pair_in(folder))
+    keys = [k for k in a if k in b]
+    return MatchedPair([a[k] for k in keys], [b[k] for k in keys],
+                       analysis.machine_ratio(run_a, run_b), run_b[0])
+
+
 def _table(title: str, names: list[str], cells: dict[str, list[Tally]],
            cell: Callable[[Tally], str]) -> None:
     width = max(map(len, cells)) + 2
@@ -229,12 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name at least one folder holding an A/A pair")
     cells: dict[str, list[Tally]] = {name: [] for name in RULES}
     for folder in args.pairs:
-        (a, run_a), (b, run_b) = map(ok_records_and_run, pair_in(folder))
-        keys = [k for k in a if k in b]
-        machine = analysis.machine_ratio(run_a, run_b)
+        pair = matched_pair(folder)
         for name, rule in RULES.items():
-            cells[name].append(judge_pair(rule, [a[k] for k in keys], [b[k] for k in keys],
-                                          machine))
+            cells[name].append(judge_pair(rule, pair.old, pair.new, pair.machine))
     names = [f.name for f in args.pairs] + ["all"]
     _table("false alarms, and injected +10 % slowdowns found, per A/A pair", names, cells,
            lambda t: f"{t.alarms:>3}, {t.found:>3} of {t.tried:<3}")

@@ -31,8 +31,7 @@ from bench_suite.results import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from anchor_rules import ok_records_and_run  # noqa: E402
-from estimators import pair_in  # noqa: E402
+from anchor_rules import matched_pair  # noqa: E402
 from multiple_testing import SLOWDOWN, SLOWED_BACKEND, backends_of  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
@@ -65,10 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     distances: list[float] = []
     missed = found = tried = 0
     for folder in args.pairs:
-        (a, run_a), (b, run_b) = map(ok_records_and_run, pair_in(folder))
-        keys = [k for k in a if k in b]
-        old, new = [a[k] for k in keys], [b[k] for k in keys]
-        machine = analysis.machine_ratio(run_a, run_b)
+        pair = matched_pair(folder)
+        old, new, machine = pair.old, pair.new, pair.machine
         means = apart(old, new, machine)
         lines = []
         for mean, centre in means:
@@ -79,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                              f", the others {centre:.3f}x")
         print(f"{folder.name}: {len(lines)} of {len(means)} libraries' intervals miss the "
               f"others' mean" + (": " + "; ".join(lines) if lines else ""))
-        backend = backends_of(run_b[0])
+        backend = backends_of(pair.new_meta)
         on_it = {r.variant for r in new if backend.get((r.variant, r.device)) == SLOWED_BACKEND}
         slowed = [with_slowdown(r, 1 + SLOWDOWN) if r.variant in on_it else r for r in new]
         for mean, centre in apart(old, slowed, machine):

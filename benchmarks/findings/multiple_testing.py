@@ -55,8 +55,7 @@ from bench_suite.results import Record, RunMetadata
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from anchor_rules import ok_records_and_run  # noqa: E402
-from estimators import pair_in  # noqa: E402
+from anchor_rules import matched_pair  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
 SLOWDOWN = 0.10
@@ -167,10 +166,8 @@ def _with_slowed(old: list[Record], new: list[Record], hit: np.ndarray, machine:
 
 
 def study(folder: Path, tallies: dict[str, Tally]) -> None:
-    (a, run_a), (b, run_b) = map(ok_records_and_run, pair_in(folder))
-    keys = [k for k in a if k in b]
-    old, new = [a[k] for k in keys], [b[k] for k in keys]
-    machine = analysis.machine_ratio(run_a, run_b)
+    pair = matched_pair(folder)
+    old, new, machine = pair.old, pair.new, pair.machine
     for name, v in verdicts(old, new, machine).items():
         t = tallies[name]
         t.pairs += 1
@@ -197,14 +194,14 @@ def study(folder: Path, tallies: dict[str, Tally]) -> None:
         for name, v in _with_slowed(old, new, hit, machine).items():
             tallies[name].package_tried += int(hit.sum())
             tallies[name].package_found += int(np.count_nonzero(v[hit] == 1))
-    on_backend = backends_of(run_b[0])
+    on_backend = backends_of(pair.new_meta)
     hit = np.array([on_backend.get((r.variant, r.device)) == SLOWED_BACKEND for r in new])
     for name, v in _with_slowed(old, new, hit, machine).items():
         t = tallies[name]
         t.backend_tried += int(hit.sum())
         t.backend_found += int(np.count_nonzero(v[hit] == 1))
         t.backend_alarms += int(np.count_nonzero(v[~hit]))
-    print(f"  {folder}: {len(keys)} records", file=sys.stderr)
+    print(f"  {folder}: {len(new)} records", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
