@@ -278,7 +278,7 @@ def machine_note(ratio: float | None) -> str:
                 "shards, or --no-machine-correction); CPU verdicts judge the raw ratios")
     return (f"machine: the guard's reference op took {format_change(ratio)} as long in the new "
             f"run; CPU verdicts divide that out of the new/old they judge "
-            f"(column \"÷ machine\")")
+            f"(column \"÷ machine\") and call a change only where the raw rounds show it too")
 
 
 def detectable_note(rows: Sequence[Row], threshold: float) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from script_module import load_script
@@ -133,3 +135,40 @@ def test_library_means_script_counts_intervals_that_miss_the_others(tmp_path, ca
     assert "slowed by 10%: 1 of 1 such intervals lie above" in out
     assert library_means.main([pair("fi-slow", 1.05)]) == 0
     assert "fi 1.050x (1.050-1.050x), the others 1.000x" in capsys.readouterr().out
+
+
+def test_noise_model_script_tallies_each_setting_and_restores_compares(tmp_path, capsys):
+    """Two packages, one whose rounds scatter by 6 %: every setting is tallied on the pair, compare
+    now raises no false alarm and finds the quiet package's single slowdowns, and compare's
+    settings are as before after."""
+    noise_model = load_script("benchmarks/findings/noise_model.py")
+    rng = np.random.default_rng(21)
+    for _ in range(2):
+        quiet = synthetic_run(rng, np.full(24, 1e-3), drift_sd=0.002, round_sd=0.004)
+        noisy = synthetic_run(rng, np.full(8, 1e-3), drift_sd=0.002, round_sd=0.06)
+        for i, r in enumerate(quiet):
+            r.variant = f"quiet-{i}"
+        for i, r in enumerate(noisy):
+            r.variant = f"noisy-{i}"
+        store(tmp_path, "pair", quiet + noisy)
+    before = analysis.ROUNDS_BY_PACKAGE, analysis.EITHER_WAY_OF_THE_MACHINE
+    assert noise_model.main([str(tmp_path / "pair")]) == 0
+    assert before == (analysis.ROUNDS_BY_PACKAGE, analysis.EITHER_WAY_OF_THE_MACHINE)
+    out = capsys.readouterr().out
+    tallied = {m[1]: m for m in re.finditer(
+        r"^(.+?)\s+(\d+)\s+(\d+) of 1\s+(\d+) of 32\s+\(1: \d+\)\s+(\d+) of 32\s+(\d+)$",
+        out, re.MULTILINE)}
+    assert set(tallied) == set(noise_model.SETTINGS)
+    now = tallied["package's rounds, either way (compare now)"]
+    assert now[2] == now[3] == "0"  # no false alarm
+    assert int(now[4]) >= 24  # the quiet package's single slowdowns at least
+    stratum_only = tallied["stratum's rounds, corrected only (before)"]
+    assert int(stratum_only[2]) >= 1  # the noisy package's scatter read as a change
+
+
+def test_noise_model_needs_a_folder(capsys):
+    noise_model = load_script("benchmarks/findings/noise_model.py")
+    with pytest.raises(SystemExit) as stop:
+        noise_model.main([])
+    assert stop.value.code == 2
+    assert "name at least one folder" in capsys.readouterr().err
