@@ -106,22 +106,34 @@ RULES: dict[str, tuple[str, Adjust, float]] = {
 }
 
 
+def uncorrected(old: list[Record], new: list[Record], machine: float | None, on: str = FAST
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """compare's p-value and judged change (new/old) of each record of `old`, before any
+    correction for testing many records."""
+    rows, _ = analysis.compare_records(old, new, THRESHOLD, alpha=1.0, machine=machine,
+                                       on=on, correction=analysis.PER_RECORD)
+    by_key = {r.key(): r for r in rows}
+    ordered = [by_key[o.key()] for o in old]
+    return (np.array([r.p_value if r.p_value is not None else 1.0 for r in ordered]),
+            np.array([r.judged_change() or 1.0 for r in ordered]))
+
+
+def called(p: np.ndarray, change: np.ndarray, adjust: Callable[[Sequence[float]], np.ndarray],
+           level: float) -> np.ndarray:
+    """+1 slower / -1 faster / 0 for each record: large, and its adjusted p-value below level."""
+    large = np.abs(change - 1.0) >= THRESHOLD
+    return np.where(large & (adjust(p) < level), np.where(change > 1.0, 1, -1), 0)
+
+
 def verdicts(old: list[Record], new: list[Record], machine: float | None
              ) -> dict[str, np.ndarray]:
     """Per rule, +1 slower / -1 faster / 0 for each record, from compare's p-values."""
     out = {}
     for on in {on for on, _, _ in RULES.values()}:
-        rows, _ = analysis.compare_records(old, new, THRESHOLD, alpha=1.0, machine=machine,
-                                           on=on, correction=analysis.PER_RECORD)
-        by_key = {r.key(): r for r in rows}
-        ordered = [by_key[o.key()] for o in old]
-        p = [r.p_value if r.p_value is not None else 1.0 for r in ordered]
-        change = np.array([r.judged_change() or 1.0 for r in ordered])
-        large = np.abs(change - 1.0) >= THRESHOLD
-        sign = np.where(change > 1.0, 1, -1)
+        p, change = uncorrected(old, new, machine, on)
         for name, (level_judged, adjust, level) in RULES.items():
             if level_judged == on:
-                out[name] = np.where(large & (adjust(p) < level), sign, 0)
+                out[name] = called(p, change, adjust, level)
     return {name: out[name] for name in RULES}
 
 

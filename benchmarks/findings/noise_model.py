@@ -37,7 +37,7 @@ from bench_suite.results import Record
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from anchor_rules import matched_pair  # noqa: E402
-from multiple_testing import SLOWDOWN, THRESHOLD, benjamini_hochberg  # noqa: E402
+from multiple_testing import SLOWDOWN, benjamini_hochberg, called, uncorrected  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
 FALSE_DISCOVERY_RATE = 0.05  # compare's default
@@ -63,15 +63,7 @@ class Tally:
 
 def calls(old: list[Record], new: list[Record], machine: float | None) -> np.ndarray:
     """+1 slower / -1 faster / 0 for each record of `old`, as compare judges them."""
-    rows, _ = analysis.compare_records(old, new, THRESHOLD, alpha=1.0, machine=machine,
-                                       correction=analysis.PER_RECORD)
-    by_key = {r.key(): r for r in rows}
-    ordered = [by_key[o.key()] for o in old]
-    p = np.array([r.p_value if r.p_value is not None else 1.0 for r in ordered])
-    change = np.array([r.judged_change() or 1.0 for r in ordered])
-    large = np.abs(change - 1.0) >= THRESHOLD
-    called = large & (benjamini_hochberg(p) < FALSE_DISCOVERY_RATE)
-    return np.where(called, np.where(change > 1.0, 1, -1), 0)
+    return called(*uncorrected(old, new, machine), benjamini_hochberg, FALSE_DISCOVERY_RATE)
 
 
 def study(old: list[Record], new: list[Record], machine: float | None, t: Tally) -> None:
