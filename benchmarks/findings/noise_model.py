@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,13 @@ from bench_suite.results import Record
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from anchor_rules import matched_pair  # noqa: E402
-from multiple_testing import SLOWDOWN, benjamini_hochberg, called, uncorrected  # noqa: E402
+from multiple_testing import (  # noqa: E402
+    SLOWDOWN,
+    Tally,
+    benjamini_hochberg,
+    called,
+    uncorrected,
+)
 from reproducibility import with_slowdown  # noqa: E402
 
 FALSE_DISCOVERY_RATE = 0.05  # compare's default
@@ -49,18 +54,6 @@ SETTINGS = {  # name: (ROUNDS_BY_PACKAGE, EITHER_WAY_OF_THE_MACHINE)
 }
 
 
-@dataclass
-class Tally:
-    alarms: int = 0
-    pairs_with_alarm: int = 0
-    one_found: int = 0
-    one_tried: int = 0
-    one_found_by_threads: dict[int, int] | None = None
-    library_found: int = 0
-    library_tried: int = 0
-    library_others: int = 0
-
-
 def calls(old: list[Record], new: list[Record], machine: float | None) -> np.ndarray:
     """+1 slower / -1 faster / 0 for each record of `old`, as compare judges them."""
     return called(*uncorrected(old, new, machine), benjamini_hochberg, FALSE_DISCOVERY_RATE)
@@ -68,23 +61,24 @@ def calls(old: list[Record], new: list[Record], machine: float | None) -> np.nda
 
 def study(old: list[Record], new: list[Record], machine: float | None, t: Tally) -> None:
     alarms = int(np.count_nonzero(calls(old, new, machine)))
+    t.pairs += 1
     t.alarms += alarms
     t.pairs_with_alarm += int(alarms > 0)
-    by_threads = t.one_found_by_threads if t.one_found_by_threads is not None else {}
     for i in range(len(new)):
         slowed = [with_slowdown(r, 1 + SLOWDOWN) if j == i else r for j, r in enumerate(new)]
         found = int(calls(old, slowed, machine)[i] == 1)
         t.one_found += found
         t.one_tried += 1
-        by_threads[new[i].num_threads] = by_threads.get(new[i].num_threads, 0) + found
-    t.one_found_by_threads = by_threads
+        by = t.one_by_threads.setdefault(new[i].num_threads, [0, 0])
+        by[0] += found
+        by[1] += 1
     for variant in sorted({r.variant for r in new}):
         hit = np.array([r.variant == variant for r in new])
         slowed = [with_slowdown(r, 1 + SLOWDOWN) if h else r for r, h in zip(new, hit, strict=True)]
         v = calls(old, slowed, machine)
         t.library_found += int(np.count_nonzero(v[hit] == 1))
         t.library_tried += int(hit.sum())
-        t.library_others += int(np.count_nonzero(v[~hit]))
+        t.library_alarms += int(np.count_nonzero(v[~hit]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{'one slowed: found':>20}{'  by thread count':<28}{'a library slowed: found':>25}"
           f"{'others called':>15}")
     for name, t in tallies.items():
-        threads = ", ".join(f"{n}: {k}" for n, k in sorted((t.one_found_by_threads or {}).items()))
-        print(f"{name:<{width}}{t.alarms:>14}{f'{t.pairs_with_alarm} of {len(args.pairs)}':>16}"
+        threads = ", ".join(f"{n}: {found}" for n, (found, _) in sorted(t.one_by_threads.items()))
+        print(f"{name:<{width}}{t.alarms:>14}{f'{t.pairs_with_alarm} of {t.pairs}':>16}"
               f"{f'{t.one_found} of {t.one_tried}':>20}{'  (' + threads + ')':<28}"
-              f"{f'{t.library_found} of {t.library_tried}':>25}{t.library_others:>15}")
+              f"{f'{t.library_found} of {t.library_tried}':>25}{t.library_alarms:>15}")
     return 0
 
 
