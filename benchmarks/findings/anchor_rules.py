@@ -31,7 +31,6 @@ our pages is told to care about. It measures nothing itself: it reads the runs.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -46,7 +45,7 @@ from bench_suite.results import Record, ResultsError, RunMetadata, load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from estimators import pair_in  # noqa: E402
+from estimators import pair_in, pair_study_parser, parse_pair_study  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
 SLOWDOWN = 0.10
@@ -241,11 +240,8 @@ def _table(title: str, names: list[str], cells: dict[str, list[Tally]],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
-    args = parser.parse_args(argv)
-    if not args.pairs:
-        parser.error("name at least one folder holding an A/A pair")
+    parser = pair_study_parser(__doc__.splitlines()[0])
+    args = parse_pair_study(parser, argv)
     cells: dict[str, list[Tally]] = {name: [] for name in RULES}
     for folder in args.pairs:
         pair = matched_pair(folder)

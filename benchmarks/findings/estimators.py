@@ -64,6 +64,22 @@ def ok_records(run_dir: Path) -> dict[tuple, Record]:
     return {r.key(): r for r in records if r.status == "ok" and r.times}
 
 
+def pair_study_parser(description: str) -> argparse.ArgumentParser:
+    """The command line of a study that reads stored A/A pairs: one folder per pair."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
+    return parser
+
+
+def parse_pair_study(parser: argparse.ArgumentParser, argv: list[str] | None
+                     ) -> argparse.Namespace:
+    """`parser`'s arguments; a usage error (exit 2) where no pair is named."""
+    args = parser.parse_args(argv)
+    if not args.pairs:
+        parser.error("name at least one folder holding an A/A pair")
+    return args
+
+
 def pair_in(folder: Path) -> tuple[Path, Path]:
     """The two runs a folder holds (its `latest` link aside), oldest first."""
     if not folder.is_dir():

@@ -20,7 +20,6 @@ It measures nothing itself: it reads the runs.
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -32,6 +31,7 @@ from bench_suite.results import Record
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from anchor_rules import matched_pair  # noqa: E402
+from estimators import pair_study_parser, parse_pair_study  # noqa: E402
 from multiple_testing import SLOWDOWN, SLOWED_BACKEND, backends_of  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
@@ -56,11 +56,8 @@ def misses(mean: analysis.GeoMean, centre: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
-    args = parser.parse_args(argv)
-    if not args.pairs:
-        parser.error("name at least one folder holding an A/A pair")
+    parser = pair_study_parser(__doc__.splitlines()[0])
+    args = parse_pair_study(parser, argv)
     distances: list[float] = []
     missed = found = tried = 0
     for folder in args.pairs:

@@ -41,7 +41,6 @@ It measures nothing itself: it reads the runs.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -56,6 +55,7 @@ from bench_suite.results import Record, RunMetadata
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from anchor_rules import matched_pair  # noqa: E402
+from estimators import pair_study_parser, parse_pair_study  # noqa: E402
 from reproducibility import with_slowdown  # noqa: E402
 
 SLOWDOWN = 0.10
@@ -217,8 +217,7 @@ def study(folder: Path, tallies: dict[str, Tally]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
+    parser = pair_study_parser(__doc__.splitlines()[0])
     parser.add_argument("--all-packages", action="store_true",
                         help="learn each record's between-run spread from every record, its own "
                              "package's too")
@@ -228,9 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain-spread", action="store_true",
                         help="the between-run spread as the MAD of all ratios (compare before "
                              "2026-12-07 19:00)")
-    args = parser.parse_args(argv)
-    if not args.pairs:
-        parser.error("name at least one folder holding an A/A pair")
+    args = parse_pair_study(parser, argv)
     tallies = {name: Tally() for name in RULES}
     saved = stats.REJECT_SPREADS, analysis.LEAVE_PACKAGE_OUT, analysis.CENTRE_PACKAGES
     stats.REJECT_SPREADS = math.inf if args.plain_spread else saved[0]

@@ -24,7 +24,6 @@ meanwhile. It measures nothing itself.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from bench_suite.results import Record
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from anchor_rules import matched_pair  # noqa: E402
+from estimators import pair_study_parser, parse_pair_study  # noqa: E402
 from multiple_testing import (  # noqa: E402
     SLOWDOWN,
     Tally,
@@ -82,11 +82,8 @@ def study(old: list[Record], new: list[Record], machine: float | None, t: Tally)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
-    args = parser.parse_args(argv)
-    if not args.pairs:
-        parser.error("name at least one folder holding an A/A pair")
+    parser = pair_study_parser(__doc__.splitlines()[0])
+    args = parse_pair_study(parser, argv)
     tallies = {name: Tally() for name in SETTINGS}
     saved = analysis.ROUNDS_BY_PACKAGE, analysis.EITHER_WAY_OF_THE_MACHINE
     try:

@@ -40,7 +40,6 @@ It measures nothing itself: it reads the runs, and it swaps the rule only inside
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import math
@@ -55,7 +54,12 @@ from bench_suite.results import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from estimators import ok_records, pair_in  # noqa: E402
+from estimators import (  # noqa: E402
+    ok_records,
+    pair_in,
+    pair_study_parser,
+    parse_pair_study,
+)
 from reproducibility import with_slowdown  # noqa: E402
 
 SLOWDOWN = 0.10
@@ -275,13 +279,10 @@ def judge_pair(a: dict[tuple, Record], b: dict[tuple, Record]) -> tuple[int, int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pairs", nargs="*", type=Path, help="folders holding one A/A pair each")
+    parser = pair_study_parser(__doc__.splitlines()[0])
     parser.add_argument("--rule", action="append", choices=list(RULES), dest="rules",
                         help="judge with this rule only (repeatable; default: all)")
-    args = parser.parse_args(argv)
-    if not args.pairs:
-        parser.error("name at least one folder holding an A/A pair")
+    args = parse_pair_study(parser, argv)
     names = args.rules or list(RULES)
     totals = {name: [0, 0, 0] for name in names}
     print(f"{'pair':<24}" + "".join(f"{name:>28}" for name in names))
