@@ -465,8 +465,8 @@ def _centred_by_package(log_ratios: Sequence[float], packages: Sequence[str]) ->
 
 # A package's records are judged against the typical round-to-round variance of its own records
 # (where it has MIN_PACKAGE_RECORDS in the stratum), not of all: with two threads SigPy's rounds
-# scatter by 0.5-2 % and torchkbnufft's by 4-12 % on the same host, and one typical value for
-# both called torch-based records changed when their rounds merely scattered as usual. Rounds,
+# scatter by 0.4-2.5 % and torchkbnufft's by 4-12 % on this host's quieter A/A pairs, and one
+# value for both called torch-based records changed when their rounds merely scattered. Rounds,
 # unlike ratios, do not move when a package changes between the runs, so its own are safe to use.
 # Off: every package against the stratum's typical variance, as before 2026-12-08.
 ROUNDS_BY_PACKAGE = True

@@ -2,10 +2,11 @@
 
 `compare` judges a record's change against a moderated variance: its own rounds pooled with the
 typical round-to-round variance of the records of its machine, device and thread count. On this
-host that typical value mixes packages whose rounds scatter very differently (with two threads:
-SigPy 0.5-2 %, torchkbnufft 4-12 %), so torch-based records were judged against too small a
-variance and quiet ones against too large a one. And the machine's change (the guard's reference
-op) is divided out of every CPU record, though not every library follows it.
+host that typical value mixes packages whose rounds scatter very differently (with two threads,
+on the quieter A/A pairs: SigPy 0.4-2.5 %, torchkbnufft 4-12 %), so torch-based records were
+judged against too small a variance and quiet ones against too large a one. And the machine's
+change (the guard's reference op) is divided out of every CPU record, though not every library
+follows it.
 
 This script reads stored A/A pairs and judges each with compare's rule under the two settings
 of `bench_suite.analysis` that answer this, one at a time and together:
