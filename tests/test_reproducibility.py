@@ -40,6 +40,8 @@ def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility
     assert "other statistics of the same samples: 10th percentile 100%, minimum 100%" in out
     assert ("injected slowdowns detected: 5 of 5 (5 of the 5 where the two runs had agreed "
             "within +-5% before)") in out and "PASS: no false significant" in out
+    assert ("every record slowed by +10% in turn: found in 40 of 40 (100%; 1 thread(s) 40 of "
+            "40)") in out
     assert "the same fastest library in both runs in 1 of 1 cells" in out
     inside = re.search(r"inside run A's 95 % intervals: from the samples (\d+) of 40, from the "
                        r"rounds (\d+)", out)
@@ -63,6 +65,27 @@ def test_quiet_identical_runs_pass_and_noisy_ones_fail(tmp_path, reproducibility
     assert len(before) == 5
     agreed = sum(abs(r - 1) <= 0.05 for r in before)
     assert re.search(rf"detected: \d of 5 \(\d of the {agreed} where the two runs had agreed", out)
+
+
+def test_power_is_judged_on_every_record_not_only_the_tries(tmp_path, reproducibility, capsys):
+    """Quiet 1-thread records and 2-thread records whose rounds scatter by 8 %: every record is
+    slowed in turn, the share found is given by thread count, and the power target fails on the
+    noisy half even where the seeded tries happened to fall on quiet records."""
+    rng = np.random.default_rng(21)
+    truth = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), 20))
+    runs = [synthetic_run(rng, truth, drift_sd=0.002, round_sd=0.003)
+            + synthetic_run(rng, truth, drift_sd=0.002, round_sd=0.08, num_threads=2)
+            for _ in range(2)]
+    a, b = store(tmp_path, "a", runs[0]), store(tmp_path, "b", runs[1])
+    assert reproducibility.main(["--runs", str(a), str(b), "--tries", "3"]) == 1
+    out = capsys.readouterr().out
+    line = re.search(r"every record slowed by \+10% in turn: found in (\d+) of 40 \(\d+%; "
+                     r"1 thread\(s\) (\d+) of 20, 2 thread\(s\) (\d+) of 20\)", out)
+    assert line, out
+    assert int(line[2]) == 20 and int(line[3]) <= 10
+    assert int(line[1]) == int(line[2]) + int(line[3])
+    assert ("FAIL: >= 90% of injected slowdowns detected (in the tries and with every record "
+            "slowed in turn)") in out
 
 
 def test_host_state_of_one_run_is_reported_without_the_other(tmp_path, reproducibility, capsys):

@@ -29,6 +29,19 @@ def test_median_mean_iqr_match_numpy_and_hand_values():
     assert stats.iqr(x) == pytest.approx(np.subtract(*np.percentile(x, [75, 25])))
 
 
+def test_median_of_a_short_list_is_numpys_to_the_bit():
+    """Short lists take a faster path (sorting in Python): the same value as numpy's median for
+    every length around the switch, lists and tuples, with a NaN anywhere giving NaN."""
+    rng = np.random.default_rng(2)
+    for n in [*range(1, 12), 199, 200, 201]:
+        x = rng.lognormal(size=n).tolist()
+        assert stats.median(x) == float(np.median(x))
+        assert stats.median(tuple(x)) == float(np.median(x))
+    for x in ([1.0, float("nan"), 2.0], [3.0, 1.0, float("nan"), 2.0, 0.5]):
+        assert np.isnan(stats.median(x))
+    assert stats.median([1.0, float("inf")]) == float("inf")
+
+
 def test_statistics_need_samples():
     with pytest.raises(ValueError, match="at least one"):
         stats.median([])
