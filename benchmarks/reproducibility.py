@@ -233,6 +233,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     if detectable:
         print("  " + detectable.replace("\n", "\n  "))
 
+    slowed_rows = slowed_in_turn(a, b, keys, args, machine)
     rng = np.random.default_rng(args.seed)
     picks = rng.choice(len(keys), size=min(args.tries, len(keys)), replace=False)
     found = found_agreeing = agreeing = 0
@@ -241,10 +242,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
         # A slowdown injected where the runs had already drifted apart the same way is "found"
         # partly by that noise: say so, and count the finds where the runs had agreed.
         agreed = bool(dev[int(i)] <= TARGET_AGREEMENT)
-        slowed = {**b, key: with_slowdown(b[key], 1.0 + args.slowdown)}
-        rows, _ = analysis.compare_records(list(a.values()), list(slowed.values()),
-                                           args.threshold, args.alpha, machine)
-        row = next(r for r in rows if r.key() == key)
+        row = slowed_rows[key]
         hit = row.verdict == analysis.SLOWER
         found += hit
         agreeing += agreed
@@ -256,8 +254,7 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
               f"p = {row.p_value:.2g}, at most {row.p_limit:.2g} needed{limit})")
     print(f"injected slowdowns detected: {found} of {len(picks)} ({found_agreeing} of the "
           f"{agreeing} where the two runs had agreed within +-{TARGET_AGREEMENT:.0%} before)")
-
-    power = _report_every_record(a, b, keys, args, machine)
+    power = _report_every_record(a, slowed_rows, args.slowdown)
     _report_earlier_rules(a, b, keys, [keys[int(i)] for i in picks], args, machine)
 
     within5 = float(np.mean(dev <= 0.05))
@@ -271,26 +268,36 @@ def report(a: dict[tuple, Record], b: dict[tuple, Record], args: argparse.Namesp
     return all(ok for _, ok in checks)
 
 
-def _report_every_record(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple],
-                         args: argparse.Namespace, machine: float | None) -> float:
-    """The injected slowdown in every record in turn, not only in the tries: the share found,
-    overall and by thread count. The tries are one seeded draw, the same records in every pair
-    of one preset, so a pair whose tries were easy to judge can pass while most records of its
-    noisier thread count would have hidden a 10 % slowdown (Findings, section 5)."""
-    found_by_threads: dict[int, list[int]] = {}
-    old = [a[k] for k in keys]
+def slowed_in_turn(a: dict[tuple, Record], b: dict[tuple, Record], keys: list[tuple],
+                   args: argparse.Namespace, machine: float | None) -> dict[tuple, analysis.Row]:
+    """compare's row for each record of `keys` when it alone is slowed in run B (all its
+    rounds scaled by 1 + args.slowdown), the rest of both runs as measured."""
+    out = {}
     for key in keys:
-        slowed = [with_slowdown(b[k], 1.0 + args.slowdown) if k == key else b[k] for k in keys]
-        rows, _ = analysis.compare_records(old, slowed, args.threshold, args.alpha, machine)
-        hit = next(r for r in rows if r.key() == key).verdict == analysis.SLOWER
+        slowed = {**b, key: with_slowdown(b[key], 1.0 + args.slowdown)}
+        rows, _ = analysis.compare_records(list(a.values()), list(slowed.values()),
+                                           args.threshold, args.alpha, machine)
+        out[key] = next(r for r in rows if r.key() == key)
+    return out
+
+
+def _report_every_record(a: dict[tuple, Record], slowed_rows: dict[tuple, analysis.Row],
+                         slowdown: float) -> float:
+    """The share of records whose injected slowdown compare finds, overall and by thread count.
+    The tries are one seeded draw, the same records in every pair of one preset, so a pair whose
+    tries were easy to judge can pass while most records of its noisier thread count would have
+    hidden a 10 % slowdown (Findings, section 5)."""
+    found_by_threads: dict[int, list[int]] = {}
+    for key, row in slowed_rows.items():
         tally = found_by_threads.setdefault(a[key].num_threads, [0, 0])
-        tally[0] += hit
+        tally[0] += row.verdict == analysis.SLOWER
         tally[1] += 1
     found = sum(f for f, _ in found_by_threads.values())
-    share = found / len(keys)
-    print(f"every record slowed by +{args.slowdown:.0%} in turn: found in {found} of {len(keys)} "
-          f"({share:.0%}; " + ", ".join(f"{n} thread(s) {f} of {t}" for n, (f, t)
-                                       in sorted(found_by_threads.items())) + ")")
+    share = found / len(slowed_rows)
+    print(f"every record slowed by +{slowdown:.0%} in turn: found in {found} of "
+          f"{len(slowed_rows)} ({share:.0%}; " + ", ".join(
+              f"{n} thread(s) {f} of {t}" for n, (f, t) in sorted(found_by_threads.items()))
+          + ")")
     return share
 
 
