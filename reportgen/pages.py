@@ -54,6 +54,7 @@ class ThreadBlock:
     cases: list[CaseBlock]
     memory_unseen: list[str]  # cases with no memory rise seen in any record
     sentence: str = ""  # who is fastest on this board, in words
+    every_cpu: str = ""  # what it means that these threads fill every CPU (see every_cpu_note)
 
     @property
     def anchor(self) -> str:
@@ -133,7 +134,8 @@ def _section(machine: str, device: str, g: pd.DataFrame, run: Run,
         unseen = [style.title(c.case) for c in cases if c.memory_chart is None]
         rows = [r for r in versus_rows if r.num_threads == t]
         blocks.append(ThreadBlock(t, board_of[t], rows, versus_variants if rows else [], cases,
-                                  unseen, answer.board_sentence(board_of[t], style)))
+                                  unseen, answer.board_sentence(board_of[t], style),
+                                  every_cpu_note(run.meta.machine, device, t)))
     section = Section(machine, device, run, blocks, counts=g["status"].value_counts().to_dict())
     section.memory_notes = _grouped_notes(g, "peak_mem_note", style, joined=False)
     section.notes = _grouped_notes(g, "notes", style, skip=tables.THREAD_NOTE)
@@ -189,6 +191,31 @@ def vm_description(machine: Machine) -> str:
     why = "; ".join(str(v) for v in (extra.get("hypervisor"),
                                      extra.get("virtualization_evidence")) if v)
     return "yes" + (f" ({why})" if why else "") + ": a shared host adds noise"
+
+
+# Measured: five A/A pairs of quick runs on 2026-12-08 on a 2-vCPU AMD EPYC virtual machine
+# (benchmarks/reproducibility.py; docs/findings.md, section 5, and its outputs).
+EVERY_CPU_AGREEMENT = ("on this project's 2-vCPU virtual machines, two runs of one commit made "
+                       "back to back agreed within ±5 % on 50–83 % of the 2-thread records, "
+                       "against 76–100 % of the 1-thread ones")
+FINDINGS_AGREEMENT = "../findings.md#5-how-far-two-runs-of-one-commit-agree-on-this-host"
+
+
+def every_cpu_note(machine: Machine | None, device: str, num_threads: int) -> str:
+    """Why a CPU block whose threads fill every logical CPU reproduces worse, or "" when its
+    threads leave a CPU free (or the machine's CPUs were not recorded). Such threads share
+    their CPUs with everything else that runs, and wait for it; readers should not take the
+    run-to-run wobble of those numbers for the library's."""
+    cpus = machine.logical_cpus if machine is not None else None
+    if device != "cpu" or num_threads < 2 or not cpus or num_threads < cpus:
+        return ""
+    shared = "the operating system and whatever else runs"
+    if machine is not None and machine.extra.get("virtual_machine"):
+        shared += ", and on a virtual machine the host's other guests"
+    return (f"{num_threads} threads use every logical CPU of this machine ({cpus}), which they "
+            f"share with {shared}. Their calls wait for that, so these numbers move more "
+            f"between runs than the 1-thread ones: {EVERY_CPU_AGREEMENT} "
+            f"([Findings, section 5]({FINDINGS_AGREEMENT})).")
 
 
 def machine_line(run: Run) -> str:

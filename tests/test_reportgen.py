@@ -333,6 +333,37 @@ def test_full_run_with_gpu_from_another_machine(tmp_path):
     assert "page_faults_per_call" in rows[0]
 
 
+def test_threads_that_fill_every_cpu_are_said_to_reproduce_worse(tmp_path):
+    """ci-box has 2 logical CPUs, gpu-box 8 (not a virtual machine): their 2- and 8-thread
+    blocks say the threads fill every CPU and what that did to two runs of one commit; the
+    1-thread blocks and the CUDA page say nothing of it. A virtual machine's note names the
+    host's other guests."""
+    results, docs = tmp_path / "results", tmp_path / "docs"
+    ci_run = fx.full_run(results)
+    fx.gpu_run(results)
+    assert _generate(results, docs) == 0
+
+    def block(anchor: str, page: str = "cpu.md") -> str:
+        text = (docs / "benchmarks" / page).read_text()
+        start = text.index(f"{{ #{anchor} }}")
+        return text[start:text.index("**Fastest per case and size**", start)]
+
+    two = block("ci-box-cpu-t2")
+    assert "2 threads use every logical CPU of this machine (2)" in two
+    assert "within ±5 %" in two and "guests" not in two  # not recorded as a virtual machine
+    assert "findings.md#5-how-far-two-runs-of-one-commit-agree-on-this-host" in two
+    eight = block("gpu-box-cpu-t8")
+    assert "8 threads use every logical CPU of this machine (8)" in eight
+    assert "guests" not in eight
+    assert "every logical CPU" not in block("ci-box-cpu-t1")
+    assert "every logical CPU" not in block("gpu-box-cuda-t1", "gpu.md")
+
+    _edit_json(ci_run / "metadata.json",
+               lambda meta: meta["machine"].update(virtual_machine=True, hypervisor="KVM"))
+    assert _generate(results, docs) == 0
+    assert "and on a virtual machine the host's other guests" in block("ci-box-cpu-t2")
+
+
 def test_cpu_only_run_says_no_gpu_run_yet(tmp_path):
     results, docs = tmp_path / "results", tmp_path / "docs"
     fx.full_run(results)
