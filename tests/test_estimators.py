@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from script_module import load_script
 from test_reproducibility import store, two_level_run
+from test_round_rule import slowed, synthetic_run
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,27 @@ def test_the_fast_level_agrees_where_the_median_follows_the_slow_share(tmp_path,
     for line in listed:
         before, after = re.search(r"slow share +(\d+)% -> +(\d+)%", line).groups()
         assert int(before) < 40 and int(after) > 45
+
+
+def test_a_record_tight_in_each_run_but_apart_between_them_is_listed(tmp_path, estimators,
+                                                                    capsys):
+    """Two records with tight rounds: one 10 % apart between the runs (listed), one the same in
+    both; a record whose rounds scatter is not listed, however far apart its runs are."""
+    rng = np.random.default_rng(9)
+    truth = np.array([1e-3, 2e-3, 3e-3])
+    pair = tmp_path / "pair"
+    store(tmp_path, "pair", synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.003)[:2]
+          + synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.1)[2:])
+    second = synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.003)
+    second = [slowed(second[0], 0.9), second[1]] + [
+        slowed(r, 1.2) for r in synthetic_run(rng, truth, drift_sd=0.0, round_sd=0.1)[2:]]
+    store(tmp_path, "pair", second)
+    assert estimators.main([str(pair)]) == 0
+    out = capsys.readouterr().out
+    assert ("while the runs lie more than 5% apart: 1 of 3") in out
+    listed = re.findall(r"    pair: ([0-9.]+)x, rounds scattering by [0-9.]+%  (\S+)", out)
+    assert len(listed) == 1 and abs(float(listed[0][0]) - 0.9) < 0.02
+    assert listed[0][1].endswith("/v0")
 
 
 def test_a_folder_without_a_pair_is_refused_in_one_line(tmp_path, estimators, capsys):

@@ -145,6 +145,36 @@ def report(pairs: list[tuple[str, Path, Path]]) -> None:
         for k, (med, fast, share_a, share_b) in outside:
             print(f"    median {med:.3f}x  fast level {fast:.3f}x  slow share {share_a:4.0%} -> "
                   f"{share_b:4.0%}  {a[k].name()}")
+    print()
+    report_tight_but_apart(loaded)
+
+
+TIGHT = 0.02  # rounds this close (sd of the log of their fast levels) leave no doubt in a run
+
+
+def tight_but_apart(a: Record, b: Record) -> tuple[float, float] | None:
+    """(fast-level ratio of the runs, the rounds' pooled sd) when both runs have two rounds or
+    more whose fast levels scatter by less than TIGHT and yet the runs lie more than WITHIN
+    apart: something that lasts through one run (its rounds share a zygote, an input, the
+    machine's state) and differs in the next. None otherwise."""
+    logs = [np.log([stats.fast_level(r) for r in run.rounds if len(r)]) for run in (a, b)]
+    if min(len(x) for x in logs) < 2:
+        return None
+    sd = float(np.sqrt(np.mean([np.var(x, ddof=1) for x in logs])))
+    ratio = float(np.exp(np.mean(logs[1]) - np.mean(logs[0])))
+    return (ratio, sd) if sd < TIGHT and abs(ratio - 1.0) > WITHIN else None
+
+
+def report_tight_but_apart(loaded: list[tuple[str, dict, dict, list[tuple]]]) -> None:
+    found, total = [], 0
+    for label, a, b, keys in loaded:
+        total += len(keys)
+        found += [(label, a[k].name(), hit) for k in keys
+                  if (hit := tight_but_apart(a[k], b[k])) is not None]
+    print(f"records whose rounds agree within each run (fast levels scattering by less than "
+          f"{TIGHT:.0%}) while the runs lie more than {WITHIN:.0%} apart: {len(found)} of {total}")
+    for label, name, (ratio, sd) in found:
+        print(f"    {label}: {ratio:.3f}x, rounds scattering by {sd:.1%}  {name}")
 
 
 def main(argv: list[str] | None = None) -> int:
