@@ -6,7 +6,8 @@ same question of other statistics of the same samples: the share of records on w
 agree within +-5 %, for all records and by thread count. Then, for the records whose medians
 disagree, it splits the difference into the speed of an undisturbed call (the fast level, the
 10th percentile) and the share of calls a slow spell of the machine reached (the slow share: calls
-more than 15 % above the fast level).
+more than 15 % above the fast level). Last, it lists the records whose rounds agree within each
+run while the two runs lie apart: what no round can see.
 
 It measures nothing itself: it reads the runs. Statistics chosen after looking at some pairs
 should be checked on a pair made afterwards.
