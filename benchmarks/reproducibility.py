@@ -24,7 +24,8 @@ their false alarms and the same injected slowdowns found (Findings, section 5).
 Targets (issue "Numbers that reproduce"): >= 95 % of records within +-5 %, no significant verdict
 at the default threshold and alpha, an injected 10 % slowdown detected in >= 9 of 10 tries. The
 tries are one seeded draw of records; the same slowdown is also injected into every record in
-turn, and the power target must hold there too.
+turn, and the power target must hold there too (one comparison per record: about 20 s for a pair
+of quick runs, 2 minutes for a pair of full ones, here).
 """
 
 from __future__ import annotations
