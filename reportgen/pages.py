@@ -193,11 +193,11 @@ def vm_description(machine: Machine) -> str:
     return "yes" + (f" ({why})" if why else "") + ": a shared host adds noise"
 
 
-# Measured: five A/A pairs of quick runs on 2026-12-08 on a 2-vCPU AMD EPYC virtual machine
-# (benchmarks/reproducibility.py; docs/findings.md, section 5, and its outputs).
+# Measured: six A/A pairs of quick runs on 2026-12-08 on a 2-vCPU AMD EPYC virtual machine, two
+# with a busy loop beside them (benchmarks/reproducibility.py; docs/findings.md, section 5).
 EVERY_CPU_AGREEMENT = ("on this project's 2-vCPU virtual machines, two runs of one commit made "
                        "back to back agreed within ±5 % on 50–83 % of the 2-thread records, "
-                       "against 76–100 % of the 1-thread ones")
+                       "against 74–100 % of the 1-thread ones")
 FINDINGS_AGREEMENT = "../findings.md#5-how-far-two-runs-of-one-commit-agree-on-this-host"
 
 
