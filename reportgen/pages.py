@@ -212,9 +212,11 @@ def every_cpu_note(machine: Machine | None, device: str, num_threads: int) -> st
     shared = "the operating system and whatever else runs"
     if machine is not None and machine.extra.get("virtual_machine"):
         shared += ", and on a virtual machine the host's other guests"
-    return (f"{num_threads} threads use every logical CPU of this machine ({cpus}), which they "
-            f"share with {shared}. Their calls wait for that, so these numbers move more "
-            f"between runs than the 1-thread ones: {EVERY_CPU_AGREEMENT} "
+    fill = (f"{num_threads} threads use every logical CPU of this machine ({cpus})"
+            if num_threads == cpus else
+            f"{num_threads} threads are more than this machine's logical CPUs ({cpus})")
+    return (f"{fill}, which they share with {shared}. Their calls wait for that, so these "
+            f"numbers move more between runs than the 1-thread ones: {EVERY_CPU_AGREEMENT} "
             f"([Findings, section 5]({FINDINGS_AGREEMENT})).")
 
 

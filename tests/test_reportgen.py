@@ -364,6 +364,19 @@ def test_threads_that_fill_every_cpu_are_said_to_reproduce_worse(tmp_path):
     assert "and on a virtual machine the host's other guests" in block("ci-box-cpu-t2")
 
 
+def test_every_cpu_note_names_oversubscription_and_stays_off_where_a_cpu_is_free():
+    from bench_suite.results import Machine
+    from reportgen.pages import every_cpu_note
+
+    four = Machine(label="m", logical_cpus=4)
+    assert every_cpu_note(four, "cpu", 2) == ""  # two CPUs left free
+    assert every_cpu_note(four, "cpu", 1) == "" and every_cpu_note(four, "cuda", 4) == ""
+    assert every_cpu_note(Machine(label="m"), "cpu", 4) == ""  # CPUs not recorded
+    assert every_cpu_note(four, "cpu", 4).startswith("4 threads use every logical CPU")
+    assert every_cpu_note(four, "cpu", 8).startswith(
+        "8 threads are more than this machine's logical CPUs (4), which they share")
+
+
 def test_cpu_only_run_says_no_gpu_run_yet(tmp_path):
     results, docs = tmp_path / "results", tmp_path / "docs"
     fx.full_run(results)
